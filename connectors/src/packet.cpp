@@ -1,0 +1,350 @@
+// Packet decoding: link layer -> VLAN tags -> IPv4/IPv6 (+ extension headers) -> ports.
+// Every read goes through a length check against `n`, the bytes we may look at
+// (min(cap_len, wire_len), then min(that, IP total length)). See packet.hpp.
+#include "rill/connectors/packet.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace rill {
+
+namespace {
+
+using addr16 = std::array<std::uint8_t, 16>;
+
+constexpr std::uint16_t ethertype_ipv4 = 0x0800;
+constexpr std::uint16_t ethertype_ipv6 = 0x86dd;
+constexpr std::uint16_t ethertype_vlan = 0x8100;       // IEEE 802.1Q
+constexpr std::uint16_t ethertype_qinq = 0x88a8;       // IEEE 802.1ad S-tag
+constexpr std::uint16_t ethertype_qinq_old = 0x9100;   // pre-standard QinQ
+constexpr std::uint16_t ethertype_min = 0x0600;        // below: 802.3 length / SLL special
+constexpr std::uint16_t arphrd_netlink = 824;          // SLL/SLL2: protocol is a netlink family
+
+constexpr std::uint8_t proto_icmp = 1;
+constexpr std::uint8_t proto_tcp = 6;
+constexpr std::uint8_t proto_udp = 17;
+constexpr std::uint8_t proto_icmpv6 = 58;
+constexpr std::uint8_t proto_hopopts = 0;
+constexpr std::uint8_t proto_routing = 43;
+constexpr std::uint8_t proto_fragment = 44;
+constexpr std::uint8_t proto_ah = 51;
+constexpr std::uint8_t proto_dstopts = 60;
+
+// Longest header chain we walk (VLAN tags, IPv6 extension headers, AH). A longer chain is
+// certainly hostile; what is left is treated as an unknown protocol.
+constexpr int max_chain = 16;
+
+inline std::uint16_t be16(const std::uint8_t* p) noexcept {
+  return static_cast<std::uint16_t>((p[0] << 8) | p[1]);
+}
+
+ip_proto map_proto(std::uint8_t num) noexcept {
+  switch (num) {
+    case proto_tcp: return ip_proto::tcp;
+    case proto_udp: return ip_proto::udp;
+    case proto_icmp: return ip_proto::icmp;
+    case proto_icmpv6: return ip_proto::icmpv6;
+    default: return ip_proto::other;
+  }
+}
+
+// The IP header could not be used: "IP, unknown protocol", addresses unknown (zero).
+void unusable_ip(std::uint8_t version, packet& out) noexcept {
+  out.key = flow_key{};
+  out.key.proto = ip_proto::other;
+  out.key.ip_version = version;
+}
+
+// Keys a packet whose IP addresses are known. `l4` / `l4_len` is the transport header
+// when the packet carries one (unfragmented or first fragment), else nullptr.
+void key_transport(std::uint8_t version, std::uint8_t num, const addr16& src, const addr16& dst,
+                   const std::uint8_t* l4, std::size_t l4_len, packet& out) noexcept {
+  const ip_proto pr = map_proto(num);
+  std::optional<std::uint16_t> sp, dp;
+  if (l4 != nullptr && (pr == ip_proto::tcp || pr == ip_proto::udp)) {
+    if (l4_len >= 4) {
+      sp = be16(l4);
+      dp = be16(l4 + 2);
+    } else {
+      out.truncated = true;
+    }
+  }
+  out.key = flow_key::make(pr, version, src, sp, dst, dp, &out.from_a);
+}
+
+void decode_ipv4(const std::uint8_t* p, std::size_t n, packet& out) noexcept {
+  if (n < 20) {
+    out.truncated = true;
+    return unusable_ip(4, out);
+  }
+  const std::size_t ihl = static_cast<std::size_t>(p[0] & 0x0f) * 4;
+  const std::size_t total = be16(p + 2);
+  if (ihl < 20 || (total != 0 && total < ihl)) {
+    out.malformed = true;
+    return unusable_ip(4, out);
+  }
+  if (ihl > n) {
+    out.truncated = true;
+    return unusable_ip(4, out);
+  }
+  // Total length 0 happens with TCP segmentation offload on the capturing host: the
+  // captured bytes are then the datagram (tshark does the same).
+  const std::size_t bound = total == 0 ? n : std::min(n, total);
+  addr16 src{}, dst{};
+  std::memcpy(src.data(), p + 12, 4);
+  std::memcpy(dst.data(), p + 16, 4);
+  const std::uint16_t frag = be16(p + 6);
+  const bool more_fragments = (frag & 0x2000) != 0;
+  const std::uint16_t offset = frag & 0x1fff;
+  out.fragment = more_fragments || offset != 0;
+  std::uint8_t num = p[9];
+  if (offset != 0) {  // non-first fragment: its payload is not a transport header (C18)
+    return key_transport(4, num, src, dst, nullptr, 0, out);
+  }
+  std::size_t cur = ihl;
+  for (int i = 0; num == proto_ah && i < max_chain; ++i) {  // RFC 4302: len in 4-byte units - 2
+    if (bound - cur < 2) {
+      out.truncated = true;
+      return key_transport(4, num, src, dst, nullptr, 0, out);
+    }
+    const std::size_t len = (static_cast<std::size_t>(p[cur + 1]) + 2) * 4;
+    if (bound - cur < len) {
+      out.truncated = true;
+      return key_transport(4, num, src, dst, nullptr, 0, out);
+    }
+    num = p[cur];
+    cur += len;
+  }
+  key_transport(4, num, src, dst, p + cur, bound - cur, out);
+}
+
+void decode_ipv6(const std::uint8_t* p, std::size_t n, packet& out) noexcept {
+  if (n < 40) {
+    out.truncated = true;
+    return unusable_ip(6, out);
+  }
+  const std::size_t payload = be16(p + 4);
+  // Payload length 0: jumbogram (RFC 2675) or offload; use the captured bytes.
+  const std::size_t bound = payload == 0 ? n : std::min(n, 40 + payload);
+  addr16 src{}, dst{};
+  std::memcpy(src.data(), p + 8, 16);
+  std::memcpy(dst.data(), p + 24, 16);
+  std::uint8_t nh = p[6];
+  std::size_t cur = 40;
+  for (int i = 0; i < max_chain; ++i) {
+    std::size_t len = 0;
+    switch (nh) {
+      case proto_hopopts:
+      case proto_routing:
+      case proto_dstopts:  // RFC 8200 4.3-4.6: length in 8-byte units, not counting the first 8
+        if (bound - cur < 2) break;
+        len = (static_cast<std::size_t>(p[cur + 1]) + 1) * 8;
+        break;
+      case proto_ah:  // RFC 4302: length in 4-byte units, minus 2
+        if (bound - cur < 2) break;
+        len = (static_cast<std::size_t>(p[cur + 1]) + 2) * 4;
+        break;
+      case proto_fragment:  // RFC 8200 4.5: fixed 8 bytes
+        len = 8;
+        break;
+      default:
+        return key_transport(6, nh, src, dst, p + cur, bound - cur, out);
+    }
+    if (len == 0 || bound - cur < len) {
+      out.truncated = true;
+      return key_transport(6, nh, src, dst, nullptr, 0, out);
+    }
+    const std::uint8_t next = p[cur];
+    if (nh == proto_fragment) {
+      out.fragment = true;
+      const std::uint16_t offset = be16(p + cur + 2) >> 3;
+      if (offset != 0) {  // non-first fragment: keyed by its next header, no ports (C18)
+        return key_transport(6, next, src, dst, nullptr, 0, out);
+      }
+    }
+    nh = next;
+    cur += len;
+  }
+  key_transport(6, nh, src, dst, nullptr, 0, out);  // absurdly long chain
+}
+
+// Bytes starting at an IP header. `link_version` is 4/6 when the link layer said which
+// (ethertype, LINKTYPE_IPV4/6), 0 for raw IP.
+void decode_ip(const std::uint8_t* p, std::size_t n, std::uint8_t link_version,
+               packet& out) noexcept {
+  if (n < 1) {
+    out.truncated = true;
+    if (link_version != 0) unusable_ip(link_version, out);
+    return;
+  }
+  const std::uint8_t version = p[0] >> 4;
+  if (link_version != 0 && version != link_version) out.malformed = true;
+  if (version == 4) return decode_ipv4(p, n, out);
+  if (version == 6) return decode_ipv6(p, n, out);
+  out.malformed = true;
+  if (link_version != 0) unusable_ip(link_version, out);
+}
+
+void decode_ethertype(std::uint16_t type, const std::uint8_t* p, std::size_t n,
+                      packet& out) noexcept {
+  for (int tags = 0; type == ethertype_vlan || type == ethertype_qinq || type == ethertype_qinq_old;
+       ++tags) {
+    if (n < 4 || tags >= max_chain) {
+      out.truncated = n < 4;
+      return;  // non_ip
+    }
+    const std::uint16_t vid = be16(p) & 0x0fff;
+    if (tags == 0) out.vlan_outer = vid;
+    if (tags == 1) out.vlan_inner = vid;
+    type = be16(p + 2);
+    p += 4;
+    n -= 4;
+  }
+  if (type == ethertype_ipv4) return decode_ip(p, n, 4, out);
+  if (type == ethertype_ipv6) return decode_ip(p, n, 6, out);
+  // ARP, LLDP, 0x890d, ...: non-IP; key stays all zero.
+}
+
+}  // namespace
+
+std::string_view to_string(ip_proto p) noexcept {
+  switch (p) {
+    case ip_proto::tcp: return "tcp";
+    case ip_proto::udp: return "udp";
+    case ip_proto::icmp: return "icmp";
+    case ip_proto::icmpv6: return "icmpv6";
+    case ip_proto::other: return "other";
+    case ip_proto::non_ip: return "non_ip";
+  }
+  return "unknown";
+}
+
+flow_key flow_key::make(ip_proto proto, std::uint8_t ip_version, const addr16& src,
+                        std::optional<std::uint16_t> src_port, const addr16& dst,
+                        std::optional<std::uint16_t> dst_port, bool* from_a) noexcept {
+  flow_key k;
+  k.proto = proto;
+  k.ip_version = ip_version;
+  const bool src_first = src < dst || (src == dst && src_port <= dst_port);
+  if (src_first) {
+    k.a_addr = src, k.a_port = src_port, k.b_addr = dst, k.b_port = dst_port;
+  } else {
+    k.a_addr = dst, k.a_port = dst_port, k.b_addr = src, k.b_port = src_port;
+  }
+  if (from_a != nullptr) *from_a = src_first;
+  return k;
+}
+
+namespace {
+
+std::string ip_text(std::uint8_t version, const addr16& a) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (version == 4) {
+    ::inet_ntop(AF_INET, a.data(), buf, sizeof buf);
+  } else if (version == 6) {
+    ::inet_ntop(AF_INET6, a.data(), buf, sizeof buf);
+  }
+  return buf;
+}
+
+std::string endpoint_text(std::uint8_t version, const addr16& a, std::optional<std::uint16_t> port) {
+  std::string ip = ip_text(version, a);
+  if (!port || ip.empty()) return ip;
+  if (version == 6) return "[" + ip + "]:" + std::to_string(*port);
+  return ip + ":" + std::to_string(*port);
+}
+
+}  // namespace
+
+std::string flow_key::a_ip_string() const { return ip_text(ip_version, a_addr); }
+std::string flow_key::b_ip_string() const { return ip_text(ip_version, b_addr); }
+std::string flow_key::a_endpoint() const { return endpoint_text(ip_version, a_addr, a_port); }
+std::string flow_key::b_endpoint() const { return endpoint_text(ip_version, b_addr, b_port); }
+
+std::string flow_key::to_string() const {
+  std::string s{rill::to_string(proto)};
+  if (proto == ip_proto::non_ip) return s;
+  return s + " " + a_endpoint() + " <-> " + b_endpoint();
+}
+
+bool is_supported_linktype(int linktype) noexcept {
+  switch (linktype) {
+    case 1: case 12: case 14: case 101: case 113: case 228: case 229: case 276: return true;
+    default: return false;
+  }
+}
+
+std::optional<packet> decode(int linktype, std::span<const std::byte> data, std::uint32_t wire_len,
+                             event_time t) noexcept {
+  if (!is_supported_linktype(linktype)) return std::nullopt;
+  packet out;
+  out.time = t;
+  out.wire_len = wire_len;
+  out.cap_len = static_cast<std::uint32_t>(std::min<std::size_t>(data.size(), UINT32_MAX));
+  std::size_t n = data.size();
+  if (n > wire_len) {  // caplen > len cannot happen honestly: trust neither beyond len (C15)
+    out.malformed = true;
+    n = wire_len;
+  }
+  const auto* p = reinterpret_cast<const std::uint8_t*>(data.data());
+  switch (linktype) {
+    case 1: {  // Ethernet II / 802.3: dst(6) src(6) type-or-length(2)
+      if (n < 14) {
+        out.truncated = true;
+        break;
+      }
+      const std::uint16_t type = be16(p + 12);
+      if (type >= ethertype_min) decode_ethertype(type, p + 14, n - 14, out);
+      break;  // else 802.3 length field (LLC): non_ip
+    }
+    case 113: {  // SLL: pkttype(2) hatype(2) halen(2) addr(8) protocol(2)
+      if (n < 16) {
+        out.truncated = true;
+        break;
+      }
+      const std::uint16_t type = be16(p + 14);
+      if (be16(p + 2) != arphrd_netlink && type >= ethertype_min) {
+        decode_ethertype(type, p + 16, n - 16, out);
+      }
+      break;
+    }
+    case 276: {  // SLL2: protocol(2) reserved(2) ifindex(4) hatype(2) pkttype(1) halen(1) addr(8)
+      if (n < 20) {
+        out.truncated = true;
+        break;
+      }
+      const std::uint16_t type = be16(p);
+      if (be16(p + 8) != arphrd_netlink && type >= ethertype_min) {
+        decode_ethertype(type, p + 20, n - 20, out);
+      }
+      break;
+    }
+    case 228: decode_ip(p, n, 4, out); break;
+    case 229: decode_ip(p, n, 6, out); break;
+    default: decode_ip(p, n, 0, out); break;  // 12, 14, 101: raw IP, version from the header
+  }
+  return out;
+}
+
+}  // namespace rill
+
+std::size_t std::hash<rill::flow_key>::operator()(const rill::flow_key& k) const noexcept {
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64
+  auto mix = [&h](std::uint8_t b) {
+    h ^= b;
+    h *= 1099511628211ull;
+  };
+  mix(static_cast<std::uint8_t>(k.proto));
+  mix(k.ip_version);
+  for (auto b : k.a_addr) mix(b);
+  for (auto b : k.b_addr) mix(b);
+  for (const auto& port : {k.a_port, k.b_port}) {
+    mix(port.has_value() ? 1 : 0);
+    const std::uint16_t v = port.value_or(0);
+    mix(static_cast<std::uint8_t>(v >> 8));
+    mix(static_cast<std::uint8_t>(v & 0xff));
+  }
+  return static_cast<std::size_t>(h);
+}

@@ -1,0 +1,192 @@
+// pcap_reader: libpcap behind a pull API that throws only at open. See pcap_reader.hpp.
+#include "rill/connectors/pcap_reader.hpp"
+
+#include <pcap/pcap.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace rill {
+
+namespace {
+
+class pcap_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "pcap"; }
+  std::string message(int ev) const override {
+    switch (static_cast<pcap_errc>(ev)) {
+      case pcap_errc::open_failed: return "cannot open capture";
+      case pcap_errc::empty_file: return "empty capture file";
+      case pcap_errc::not_a_capture: return "not a pcap or pcapng capture";
+      case pcap_errc::unsupported_linktype: return "unsupported link type";
+      case pcap_errc::truncated_record: return "capture ends inside a record";
+      case pcap_errc::read_failed: return "cannot read capture record";
+      case pcap_errc::live_open_failed: return "cannot open interface for capture";
+    }
+    return "unknown pcap error";
+  }
+};
+
+std::string linktype_text(int dlt) {
+  const char* name = ::pcap_datalink_val_to_name(dlt);
+  return std::to_string(dlt) + " (" + (name != nullptr ? name : "unknown") + ")";
+}
+
+}  // namespace
+
+const std::error_category& pcap_category() noexcept {
+  static const pcap_category_impl c;
+  return c;
+}
+
+std::error_code make_error_code(pcap_errc e) noexcept {
+  return {static_cast<int>(e), pcap_category()};
+}
+
+struct pcap_reader::handle {
+  pcap_t* p = nullptr;
+  bool nano = true;  // timestamps' fractional part is ns (else µs)
+  ~handle() {
+    if (p != nullptr) ::pcap_close(p);  // also closes the FILE* of offline captures
+  }
+};
+
+pcap_reader::pcap_reader(std::unique_ptr<handle> h, std::string name, bool live)
+    : h_(std::move(h)), name_(std::move(name)), live_(live) {}
+pcap_reader::pcap_reader(pcap_reader&&) noexcept = default;
+pcap_reader& pcap_reader::operator=(pcap_reader&&) noexcept = default;
+pcap_reader::~pcap_reader() = default;
+
+pcap_reader pcap_reader::open(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    const int err = errno;
+    throw pcap_error(pcap_errc::open_failed, "cannot open capture " + path + ": " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
+    std::fclose(f);
+    throw pcap_error(pcap_errc::open_failed, "cannot open capture " + path + ": not a regular file");
+  }
+  if (S_ISREG(st.st_mode) && st.st_size == 0) {
+    std::fclose(f);
+    throw pcap_error(pcap_errc::empty_file, "empty capture file " + path + " (0 bytes)");
+  }
+  char errbuf[PCAP_ERRBUF_SIZE] = {};
+  auto h = std::make_unique<handle>();
+  h->p = ::pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+  if (h->p == nullptr) {
+    std::fclose(f);  // libpcap leaves the FILE* to us when it fails
+    throw pcap_error(pcap_errc::not_a_capture,
+                     path + " is not a pcap or pcapng capture: " + errbuf);
+  }
+  h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
+  const int dlt = ::pcap_datalink(h->p);
+  if (!is_supported_linktype(dlt)) {
+    throw pcap_error(pcap_errc::unsupported_linktype,
+                     "unsupported link type " + linktype_text(dlt) + " in " + path);
+  }
+  return pcap_reader(std::move(h), path, false);
+}
+
+pcap_reader pcap_reader::open_live(const std::string& interface) {
+  char errbuf[PCAP_ERRBUF_SIZE] = {};
+  auto h = std::make_unique<handle>();
+  h->p = ::pcap_create(interface.c_str(), errbuf);
+  if (h->p == nullptr) {
+    throw pcap_error(pcap_errc::live_open_failed,
+                     "cannot capture on interface " + interface + ": " + errbuf);
+  }
+  ::pcap_set_snaplen(h->p, 262144);
+  ::pcap_set_promisc(h->p, 0);
+  ::pcap_set_immediate_mode(h->p, 1);
+  ::pcap_set_timeout(h->p, 100);
+  ::pcap_set_tstamp_precision(h->p, PCAP_TSTAMP_PRECISION_NANO);  // best effort
+  const int rc = ::pcap_activate(h->p);
+  if (rc < 0) {
+    std::string detail = ::pcap_geterr(h->p);
+    if (detail.empty()) detail = ::pcap_statustostr(rc);
+    throw pcap_error(pcap_errc::live_open_failed, "cannot capture on interface " + interface +
+                                                      ": " + ::pcap_statustostr(rc) + ": " + detail);
+  }
+  h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
+  const int dlt = ::pcap_datalink(h->p);
+  if (!is_supported_linktype(dlt)) {
+    throw pcap_error(pcap_errc::unsupported_linktype,
+                     "unsupported link type " + linktype_text(dlt) + " on interface " + interface);
+  }
+  if (::pcap_setnonblock(h->p, 1, errbuf) != 0) {
+    throw pcap_error(pcap_errc::live_open_failed,
+                     "cannot make interface " + interface + " non-blocking: " + errbuf);
+  }
+  return pcap_reader(std::move(h), interface, true);
+}
+
+int pcap_reader::linktype() const noexcept { return h_ ? ::pcap_datalink(h_->p) : -1; }
+
+int pcap_reader::selectable_fd() const noexcept {
+  return (h_ && live_) ? ::pcap_get_selectable_fd(h_->p) : -1;
+}
+
+read_status pcap_reader::fail(pcap_errc code, std::string message) noexcept {
+  done_ = true;
+  last_error_ = code;
+  ++counters_.errors;
+  error_message_ = std::move(message);
+  return read_status::error;
+}
+
+read_status pcap_reader::next(pcap_record& out) noexcept {
+  if (done_ || !h_) return last_error_ ? read_status::error : read_status::end_of_file;
+  long offset = -1;
+  if (!live_) offset = std::ftell(::pcap_file(h_->p));
+  pcap_pkthdr* hdr = nullptr;
+  const u_char* bytes = nullptr;
+  const int rc = ::pcap_next_ex(h_->p, &hdr, &bytes);
+  if (rc == 1) {
+    const std::int64_t frac = h_->nano ? hdr->ts.tv_usec : std::int64_t{hdr->ts.tv_usec} * 1000;
+    out.time = event_time{std::chrono::nanoseconds{std::int64_t{hdr->ts.tv_sec} * 1'000'000'000 + frac}};
+    out.cap_len = hdr->caplen;
+    out.wire_len = hdr->len;
+    out.file_offset = offset;
+    out.data = {reinterpret_cast<const std::byte*>(bytes), hdr->caplen};
+    ++counters_.records;
+    return read_status::ok;
+  }
+  if (rc == 0) return read_status::again;  // live: nothing yet (non-blocking or timeout)
+  if (rc == PCAP_ERROR_BREAK) {
+    done_ = true;
+    return read_status::end_of_file;
+  }
+  try {
+    const std::string detail = ::pcap_geterr(h_->p);
+    // libpcap: "truncated dump file; tried to read N captured bytes, only got M" (classic)
+    // or "truncated pcapng dump file; ..." (pcapng).
+    const bool cut = detail.find("truncated") != std::string::npos;
+    std::string where = live_ ? "interface " + name_ : name_;
+    if (offset >= 0) where += ": record at byte offset " + std::to_string(offset);
+    return fail(cut ? pcap_errc::truncated_record : pcap_errc::read_failed,
+                where + (cut ? " is cut off (file ends inside it): " : " cannot be read: ") + detail);
+  } catch (...) {  // bad_alloc while formatting: still report the error
+    return fail(pcap_errc::read_failed, {});
+  }
+}
+
+read_status pcap_reader::next(packet& out) noexcept {
+  pcap_record rec;
+  const read_status s = next(rec);
+  if (s != read_status::ok) return s;
+  // Every supported link type was checked at open, so decode always answers.
+  if (auto p = decode(::pcap_datalink(h_->p), rec.data, rec.wire_len, rec.time)) {
+    out = *p;
+  } else {
+    out = packet{};
+  }
+  if (out.truncated || out.malformed) ++counters_.truncated;
+  return s;
+}
+
+}  // namespace rill

@@ -1,0 +1,150 @@
+// rill/connectors/packet.hpp — decoding one captured frame into a flow key.
+//
+// Defines:
+//   rill::ip_proto              tcp / udp / icmp / icmpv6 / other / non_ip (+ to_string)
+//   rill::flow_key              direction-normalised conversation key (proto, addresses, ports)
+//   rill::packet                one decoded frame: event time, lengths, key, flags, VLAN tags
+//   rill::decode                link-layer bytes -> packet; pure, noexcept, no libpcap
+//   rill::is_supported_linktype which link types decode understands
+//   std::hash<rill::flow_key>
+//
+// Example:
+//   std::array<std::byte, 64> frame = ...;               // Ethernet/IPv4/UDP bytes
+//   auto p = rill::decode(1 /*Ethernet*/, frame, 64, rill::event_time{});
+//   if (p && !p->truncated && p->key.proto == rill::ip_proto::udp) {
+//     std::cout << p->key.a_endpoint() << " <-> " << p->key.b_endpoint() << '\n';
+//   }
+//   std::unordered_map<rill::flow_key, std::uint64_t> bytes_per_flow;
+//   bytes_per_flow[p->key] += p->wire_len;
+//
+// Conventions (they match /work/shared/tools/pcap_truth.py, i.e. tshark 4.0 with IP
+// defragmentation off, see shared/data/pcap/MANIFEST.md "Machine-readable truth"):
+//   - the OUTERMOST IP header decides the protocol; tunnels (IP-in-IP, GRE) are `other`;
+//   - ports only for TCP/UDP packets that carry the transport header (unfragmented or
+//     first fragment); non-first fragments are keyed by address pair, never by payload;
+//   - ICMP/ICMPv6 never have ports, not even from the IP+UDP header an ICMP error quotes;
+//   - VLAN IDs are metadata, not part of the key; non-IP frames have proto non_ip.
+//
+// Thread safety: everything here is a pure function or a plain value type.
+// Distinct objects: safe. Shared objects: unsafe (const use is safe).
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "rill/core/time.hpp"
+
+namespace rill {
+
+/// Transport protocol of the outermost IP header, or non_ip for frames that carry no IP.
+/// Numbers: tcp 6, udp 17, icmp 1, icmpv6 58 (IANA "Protocol Numbers"), whatever the IP
+/// version (ICMPv6 over IPv4 is still icmpv6, as tshark dissects it).
+enum class ip_proto : std::uint8_t { tcp, udp, icmp, icmpv6, other, non_ip };
+
+/// "tcp", "udp", "icmp", "icmpv6", "other", "non_ip" (the first five are the keys of
+/// `by_proto` in NAME.truth.json). Never throws.
+std::string_view to_string(ip_proto p) noexcept;
+
+/// Direction-normalised conversation key: both directions of a conversation map to the
+/// same key. Endpoint a is the smaller of (address bytes, port) — byte order, which is
+/// NOT the text order the truth files sort by; compare text pairs after sorting them.
+///
+/// Invariants (decode establishes them; make() does too):
+///   - IPv4 addresses occupy a_addr[0..3] / b_addr[0..3], the other 12 bytes are zero;
+///   - ports are both set or both empty; set only for tcp/udp packets with a header;
+///   - non_ip keys are all zero (ip_version 0, zero addresses, no ports).
+struct flow_key {
+  ip_proto proto = ip_proto::non_ip;
+  std::uint8_t ip_version = 0;  ///< 4 or 6; 0 for non-IP
+  std::array<std::uint8_t, 16> a_addr{};
+  std::array<std::uint8_t, 16> b_addr{};
+  std::optional<std::uint16_t> a_port;
+  std::optional<std::uint16_t> b_port;
+
+  /// Builds a normalised key from one packet's source and destination. `from_a` (if not
+  /// null) receives true when src became endpoint a. Ports: pass both or neither.
+  static flow_key make(ip_proto proto, std::uint8_t ip_version,
+                       const std::array<std::uint8_t, 16>& src, std::optional<std::uint16_t> src_port,
+                       const std::array<std::uint8_t, 16>& dst, std::optional<std::uint16_t> dst_port,
+                       bool* from_a = nullptr) noexcept;
+
+  /// Address text as tshark prints it: "192.0.2.1", "fe80::1" (inet_ntop, RFC 5952 style
+  /// zero compression, lower-case hex). Empty string for non-IP keys.
+  std::string a_ip_string() const;
+  std::string b_ip_string() const;
+
+  /// Endpoint text as in NAME.truth.json: "ip:port", "[ipv6]:port", or the bare address
+  /// when the key has no ports. Empty string for non-IP keys.
+  std::string a_endpoint() const;
+  std::string b_endpoint() const;
+
+  /// "udp 192.0.2.1:53 <-> 198.51.100.7:40000", for logs and test failure messages.
+  std::string to_string() const;
+
+  friend bool operator==(const flow_key&, const flow_key&) = default;
+  friend auto operator<=>(const flow_key&, const flow_key&) = default;
+};
+
+/// One decoded frame. Plain value; `decode` fills every field.
+struct packet {
+  event_time time{};            ///< capture timestamp, ns since the epoch
+  std::uint32_t wire_len = 0;   ///< original length on the wire (pcap `len`, tshark frame.len)
+  std::uint32_t cap_len = 0;    ///< bytes captured (pcap `caplen`)
+  flow_key key{};
+  bool from_a = false;          ///< the packet's source is key endpoint a
+  /// A header that decode reads was cut off by the captured bytes: link header, VLAN tag,
+  /// IP header, IPv6 extension header, or the 4 port bytes of TCP/UDP. The packet still
+  /// counts toward totals:
+  ///   - IP header readable (addresses known): key as far as decoded, e.g. proto tcp with
+  ///     no ports when the TCP header was cut;
+  ///   - IP header NOT readable (the frame says IPv4/IPv6 but the 20/40 bytes are not
+  ///     there): proto `other`, ip_version set, addresses zero, no ports — "IP, unknown
+  ///     protocol", as tshark's fields give an ip layer without ip.proto;
+  ///   - link header not readable: proto non_ip, key all zero.
+  bool truncated = false;
+  /// Header fields contradict each other or the record: cap_len > wire_len (decode then
+  /// bounds itself by wire_len, CASES.md C15), IPv4 IHL < 5 or IHL*4 > total length, IP
+  /// version nibble that does not match the link layer's type. Keyed like `truncated`.
+  bool malformed = false;
+  /// An IP fragment (IPv4 MF or offset != 0; IPv6 Fragment header). Non-first fragments
+  /// have no ports (CASES.md C18); first fragments keep their real ports.
+  bool fragment = false;
+  std::uint16_t vlan_outer = 0;  ///< first 802.1Q/802.1ad VLAN ID, 0 = none (or priority tag)
+  std::uint16_t vlan_inner = 0;  ///< second VLAN ID (QinQ), 0 = none
+};
+
+/// Link types (LINKTYPE_* numbers, tcpdump.org/linktypes.html) decode understands:
+///   1 Ethernet (with any stack of 0x8100 / 0x88a8 / 0x9100 VLAN tags),
+///   113 Linux cooked SLL, 276 Linux cooked SLL2,
+///   101 raw IP, and 12 / 14 — the DLT_RAW values libpcap's pcap_datalink() reports for
+///   a LINKTYPE_RAW file (12 on Linux, 14 on OpenBSD), 228 raw IPv4, 229 raw IPv6.
+/// Pure, noexcept, any thread.
+bool is_supported_linktype(int linktype) noexcept;
+
+/// Decodes one captured frame.
+///
+/// @param linktype  LINKTYPE_/DLT_ value of the capture (see is_supported_linktype)
+/// @param data      the captured bytes (cap_len = data.size()); never read past its end,
+///                  nor past wire_len (CASES.md C15) — safe on any input, fuzz/ASan-clean
+/// @param wire_len  the original length on the wire (pcap `len`)
+/// @param t         capture time, ns since the epoch
+/// @return nullopt only when the link type is unsupported; otherwise a packet, possibly
+///         flagged truncated / malformed (see packet). Never throws, never allocates.
+/// Thread safety: pure function, any thread. Rule: the conventions in the file banner.
+std::optional<packet> decode(int linktype, std::span<const std::byte> data, std::uint32_t wire_len,
+                             event_time t) noexcept;
+
+}  // namespace rill
+
+/// Hash of every field of the key (FNV-1a over the fields, not the padding).
+template <>
+struct std::hash<rill::flow_key> {
+  std::size_t operator()(const rill::flow_key& k) const noexcept;
+};

@@ -1,0 +1,156 @@
+// rill/connectors/pcap_reader.hpp — reading packets from a capture file or a live interface.
+//
+// Defines:
+//   rill::pcap_errc, rill::pcap_category(), rill::pcap_error   the "pcap" error category
+//   rill::pcap_record        one raw record (time, lengths, captured bytes, file offset)
+//   rill::read_status        ok / end_of_file / again / error
+//   rill::pcap_reader        pull reader over libpcap: open(path) / open_live(interface)
+//
+// Example:
+//   auto r = rill::pcap_reader::open("capture.pcapng");    // throws rill::pcap_error
+//   rill::packet p;
+//   rill::read_status s;
+//   while ((s = r.next(p)) == rill::read_status::ok) {
+//     flows[p.key] += p.wire_len;
+//   }
+//   if (s == rill::read_status::error) log(r.last_error().message(), r.error_message());
+//   std::cout << r.counters().records << " records\n";
+//
+// Files: classic pcap (µs or ns, either byte order) and pcapng, opened with nanosecond
+// precision, so every timestamp is exact. Link types: see rill::is_supported_linktype.
+//
+// Errors (DESIGN.md "Bad input"): opening throws; the data path (next) never throws and
+// reports through read_status + last_error() + error_message(); every message names the
+// file (or interface), and for a record that cannot be read, its byte offset.
+//
+// Thread safety: a pcap_reader belongs to one thread (one worker) at a time.
+// Distinct objects: safe. Shared objects: unsafe. Movable, not copyable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "rill/connectors/packet.hpp"
+#include "rill/core/time.hpp"
+
+namespace rill {
+
+/// Errors of the pcap category, by what the caller should do.
+enum class pcap_errc {
+  open_failed = 1,       ///< missing / unreadable file or not a regular file: fix the path
+  empty_file,            ///< zero bytes: nothing to read, do not retry
+  not_a_capture,         ///< not pcap/pcapng (bad magic, bad header): do not retry
+  unsupported_linktype,  ///< link type decode does not know, e.g. 192 (PPI): do not retry
+  truncated_record,      ///< file ends inside a record (cut off mid-write): records before it are good
+  read_failed,           ///< malformed record or I/O error while reading: stop this input
+  live_open_failed,      ///< interface missing, no permission, cannot activate
+};
+
+/// The "pcap" error category (name() == "pcap"). A process-wide singleton; thread-safe.
+const std::error_category& pcap_category() noexcept;
+std::error_code make_error_code(pcap_errc e) noexcept;
+
+/// Thrown by pcap_reader::open / open_live. what() names the file or interface.
+class pcap_error : public std::runtime_error {
+ public:
+  pcap_error(std::error_code code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  const std::error_code& code() const noexcept { return code_; }
+
+ private:
+  std::error_code code_;
+};
+
+/// One raw record. `data` points into the reader's buffer: valid until the next call to
+/// next() or until the reader is destroyed.
+struct pcap_record {
+  event_time time{};               ///< ns since the epoch
+  std::uint32_t cap_len = 0;       ///< bytes captured (= data.size())
+  std::uint32_t wire_len = 0;      ///< original length (pcap `len`)
+  std::int64_t file_offset = -1;   ///< byte offset of the record (block, for pcapng); -1 live
+  std::span<const std::byte> data;
+};
+
+/// Result of pcap_reader::next. Never an exception.
+enum class read_status {
+  ok,           ///< a record/packet was returned
+  end_of_file,  ///< clean end of the file (every record returned); stays so
+  again,        ///< live, non-blocking: nothing now; wait on selectable_fd() and call again
+  error,        ///< see last_error() / error_message(); the reader stays in error
+};
+
+/// Counters since open. Plain snapshot.
+struct pcap_reader_counters {
+  std::uint64_t records = 0;    ///< records returned by next()
+  std::uint64_t truncated = 0;  ///< packets next(packet&) flagged truncated or malformed
+  std::uint64_t errors = 0;     ///< next() calls that returned error (0 or 1 for a file)
+};
+
+class pcap_reader {
+ public:
+  /// Opens a capture file (pcap µs/ns, both byte orders, pcapng) with ns precision.
+  /// Blocking (opens the file, reads its header). Any thread.
+  /// @throws pcap_error open_failed (missing/unreadable/not a regular file), empty_file,
+  ///         not_a_capture, unsupported_linktype ("unsupported link type 192 (PPI) in F").
+  ///         Every message contains `path`.
+  static pcap_reader open(const std::string& path);
+
+  /// Opens a live interface: non-promiscuous, immediate mode, snaplen 262144, ns
+  /// timestamps where the kernel offers them, then pcap_setnonblock: next() returns
+  /// `again` instead of blocking. Wait on selectable_fd() (e.g. with a
+  /// boost::asio::posix::stream_descriptor, wait_read) from the owning worker.
+  /// Needs CAP_NET_RAW on Linux.
+  /// @throws pcap_error live_open_failed naming the interface (missing, no permission),
+  ///         unsupported_linktype.
+  static pcap_reader open_live(const std::string& interface);
+
+  pcap_reader(pcap_reader&&) noexcept;
+  pcap_reader& operator=(pcap_reader&&) noexcept;
+  ~pcap_reader();
+
+  /// Next raw record. Data path: noexcept, returns a status. After `error`, records read
+  /// before were all complete and already returned. Owning thread only.
+  read_status next(pcap_record& out) noexcept;
+
+  /// Next record, decoded (rill::decode). Counts truncated/malformed packets. Same
+  /// statuses as next(pcap_record&). Owning thread only.
+  read_status next(packet& out) noexcept;
+
+  /// Link type of the capture (DLT value from pcap_datalink, e.g. 1, 12 for raw IP).
+  int linktype() const noexcept;
+  /// File path, or interface name for live readers.
+  const std::string& name() const noexcept { return name_; }
+  /// For live readers: a descriptor that becomes readable when packets arrive; -1 for
+  /// files (they are always ready).
+  int selectable_fd() const noexcept;
+
+  /// After read_status::error: the error and its message, e.g.
+  /// "capture.pcap: record at byte offset 1234 cut off: truncated dump file; ...".
+  /// Empty before any error.
+  std::error_code last_error() const noexcept { return last_error_; }
+  const std::string& error_message() const noexcept { return error_message_; }
+
+  pcap_reader_counters counters() const noexcept { return counters_; }
+
+ private:
+  struct handle;
+  pcap_reader(std::unique_ptr<handle> h, std::string name, bool live);
+  read_status fail(pcap_errc code, std::string message) noexcept;
+
+  std::unique_ptr<handle> h_;
+  std::string name_;
+  bool live_ = false;
+  bool done_ = false;
+  std::error_code last_error_;
+  std::string error_message_;
+  pcap_reader_counters counters_;
+};
+
+}  // namespace rill
+
+template <>
+struct std::is_error_code_enum<rill::pcap_errc> : std::true_type {};
