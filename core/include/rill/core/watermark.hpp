@@ -1,0 +1,222 @@
+// rill/core/watermark.hpp — the event-time watermark of one operator instance.
+//
+// Defines:
+//   rill::watermark_tracker   W = min over live inputs of (largest event time seen - delay),
+//                             monotone, with idle inputs and end of stream
+//                             (DESIGN.md "Records, time, watermarks", CASES.md C02).
+//   rill::detail::saturating_sub   event_time - duration that stops at -/+infinity
+//
+// Example:
+//   using namespace std::chrono_literals;
+//   rill::manual_clock clk;
+//   rill::watermark_tracker wm{2, /*max_delay=*/0s, /*idle_timeout=*/1s, clk.now()};
+//   wm.observe(0, rill::event_time{5s}, clk.now());   // input 1 has sent nothing: W = -inf
+//   clk.advance(1s);
+//   wm.tick(clk.now());                               // input 1 idle for 1 s: ignored
+//   assert(wm.current() == rill::event_time{5s});
+//   wm.end(0); wm.end(1);                             // end of stream: W = +inf
+//   assert(wm.current() == rill::event_time_max);
+//
+// Thread safety: a single-threaded state machine. Distinct objects: safe. Shared
+// objects: unsafe — every call on one tracker must come from the owning worker's thread
+// (DESIGN.md "Runtime": no locks in operator code). Nothing here blocks or does I/O.
+#pragma once
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "rill/core/error.hpp"
+#include "rill/core/time.hpp"
+
+namespace rill {
+
+namespace detail {
+
+/// t - d for d >= 0, saturating: -infinity stays -infinity, +infinity stays +infinity
+/// (infinity minus a finite delay), and a result below event_time_min becomes
+/// event_time_min instead of overflowing. Precondition: d >= 0.
+constexpr event_time saturating_sub(event_time t, std::chrono::nanoseconds d) noexcept {
+  if (t == event_time_min || t == event_time_max) return t;
+  const std::int64_t v = t.time_since_epoch().count();
+  const std::int64_t lo = std::numeric_limits<std::int64_t>::min();
+  if (v < lo + d.count()) return event_time_min;  // lo + d cannot overflow: d >= 0
+  return event_time{std::chrono::nanoseconds{v - d.count()}};
+}
+
+}  // namespace detail
+
+/// Tracks the watermark of one operator instance fed by `inputs` inputs (upstream
+/// instances, Kafka partitions, ...), numbered 0 .. inputs-1.
+///
+/// The rule (DESIGN.md "Records, time, watermarks"):
+///   - each input i has a largest event time seen, largest_i (-infinity before it sends
+///     anything); its own watermark is largest_i - max_delay (saturating at -/+infinity);
+///   - W = minimum over *active* inputs: an input is active unless it has ended (end())
+///     or is idle (tick() found no observe() for >= idle_timeout);
+///   - an ended input counts as +infinity: once every input has ended, W = event_time_max
+///     and every window fires;
+///   - if every input that has not ended is idle, W stays where it was;
+///   - W never decreases. An idle input that comes back does not pull W down: it is held
+///     to the current W, and its records older than W are late (CASES.md C02 variant).
+///
+/// Cost: observe() is O(1) unless it may raise W (then O(inputs)); end() and tick() are
+/// O(inputs). Memory: O(inputs), fixed at construction.
+///
+/// Thread safety: distinct objects safe, shared objects unsafe (one worker owns it).
+class watermark_tracker {
+ public:
+  /// `inputs`: number of inputs, >= 1. `max_delay`: the allowed out-of-order delay,
+  /// >= 0 (0 = records must arrive in event-time order per input). `idle_timeout`:
+  /// processing time without observe() after which an input is idle, >= 0; 0 = inputs
+  /// never become idle. `now`: the processing time at construction; an input that never
+  /// sends anything becomes idle idle_timeout after it.
+  ///
+  /// Throws rill::config_error with key "watermark.inputs" (inputs == 0),
+  /// "watermark.max_delay" (< 0) or "watermark.idle_timeout" (< 0); std::bad_alloc if
+  /// the per-input state cannot be allocated.
+  watermark_tracker(std::size_t inputs, std::chrono::nanoseconds max_delay,
+                    std::chrono::nanoseconds idle_timeout, steady_time now)
+      : max_delay_(max_delay), idle_timeout_(idle_timeout) {
+    if (inputs == 0) throw config_error("watermark.inputs", "watermark.inputs must be >= 1");
+    if (max_delay < std::chrono::nanoseconds::zero())
+      throw config_error("watermark.max_delay", "watermark.max_delay must be >= 0");
+    if (idle_timeout < std::chrono::nanoseconds::zero())
+      throw config_error("watermark.idle_timeout", "watermark.idle_timeout must be >= 0");
+    inputs_.assign(inputs, input_state{event_time_min, now, false, false});
+  }
+
+  /// Input `input` has seen event time `t`: a record's time, or a progress marker
+  /// meaning "this input has seen everything up to t". Raises largest_input to t if t is
+  /// larger (an older t only refreshes activity), marks the input active (an idle input
+  /// counts again from now on) and records `now` as its last activity.
+  ///
+  /// Call is_late(t) *before* observe(t) to classify a record: after it, the record's
+  /// own time may already be part of W. Observing on an ended input is ignored (end is
+  /// final). Does not re-evaluate the idleness of other inputs: only tick() does.
+  ///
+  /// Precondition: input < inputs() (checked by assert in debug builds). noexcept.
+  void observe(std::size_t input, event_time t, steady_time now) noexcept {
+    assert(input < inputs_.size());
+    input_state& s = inputs_[input];
+    if (s.ended) return;
+    s.last_active = now;
+    const bool was_idle = s.idle;
+    s.idle = false;
+    if (t > s.largest) {
+      const event_time old_contribution = detail::saturating_sub(s.largest, max_delay_);
+      s.largest = t;
+      // Invariant: W >= min over active contributions. If this input's old contribution
+      // was above W, some other input holds W and raising this one cannot move it.
+      if (was_idle || old_contribution <= current_) recompute();
+    } else if (was_idle) {
+      recompute();  // every other input may be idle: this one now defines the minimum
+    }
+  }
+
+  /// Input `input` has finished: from now on it counts as +infinity and no longer holds
+  /// W back. When every input has ended, W = event_time_max (DESIGN.md: "End of stream
+  /// raises the watermark to +infinity, so every window fires"). Idempotent.
+  /// Precondition: input < inputs() (assert in debug builds). noexcept; O(inputs).
+  void end(std::size_t input) noexcept {
+    assert(input < inputs_.size());
+    if (inputs_[input].ended) return;
+    inputs_[input].ended = true;
+    recompute();
+  }
+
+  /// Re-evaluates idleness at processing time `now`: an input that has not ended and
+  /// has had no observe() for >= idle_timeout (since its last observe(), or since
+  /// construction if it never sent anything) becomes idle and leaves the minimum, which
+  /// may raise W (DESIGN.md: "An idle input ... stops holding the watermark back";
+  /// CASES.md C02). With idle_timeout == 0 this does nothing. The runtime calls it from a
+  /// timer; tests call it with a manual_clock. noexcept; O(inputs).
+  void tick(steady_time now) noexcept {
+    if (idle_timeout_ == std::chrono::nanoseconds::zero()) return;
+    bool changed = false;
+    for (input_state& s : inputs_) {
+      if (s.ended || s.idle) continue;
+      if (now - s.last_active >= idle_timeout_) {
+        s.idle = true;
+        changed = true;
+      }
+    }
+    if (changed) recompute();
+  }
+
+  /// The watermark W (see the class comment). event_time_min (-infinity) until every
+  /// active input has sent something; event_time_max (+infinity) once every input has
+  /// ended. Monotone: never smaller than any value it returned before. noexcept, O(1).
+  event_time current() const noexcept { return current_; }
+
+  /// True when a record with event time `t` is late: t < current().
+  ///
+  /// With one input (and before that input is idle) this is exactly DESIGN.md
+  /// "window_sort": late when (largest seen) - t > delay, because
+  /// t < largest - delay  <=>  largest - t > delay; so largest - t == delay is in time.
+  /// With several inputs it is CASES.md C02: a record is late only when it is older
+  /// than the current (minimum) watermark — a record behind its own input's largest by
+  /// more than the delay is still in time while a slower input holds W back.
+  /// Call it before observe() for the same record. noexcept, O(1).
+  bool is_late(event_time t) const noexcept { return t < current_; }
+
+  /// Number of inputs given at construction.
+  std::size_t inputs() const noexcept { return inputs_.size(); }
+  /// The max out-of-order delay given at construction.
+  std::chrono::nanoseconds max_delay() const noexcept { return max_delay_; }
+  /// The idle timeout given at construction (0 = never idle).
+  std::chrono::nanoseconds idle_timeout() const noexcept { return idle_timeout_; }
+  /// Largest event time input `input` has observed; event_time_min if none.
+  event_time largest_seen(std::size_t input) const noexcept {
+    assert(input < inputs_.size());
+    return inputs_[input].largest;
+  }
+  /// Whether input `input` is currently idle (set by tick(), cleared by observe()).
+  bool is_idle(std::size_t input) const noexcept {
+    assert(input < inputs_.size());
+    return inputs_[input].idle;
+  }
+  /// Whether end(input) has been called.
+  bool has_ended(std::size_t input) const noexcept {
+    assert(input < inputs_.size());
+    return inputs_[input].ended;
+  }
+
+ private:
+  struct input_state {
+    event_time largest;       // -infinity until the first observe()
+    steady_time last_active;  // last observe(), or construction time
+    bool idle;
+    bool ended;
+  };
+
+  void recompute() noexcept {
+    event_time candidate = event_time_max;
+    bool all_ended = true;
+    bool any_active = false;
+    for (const input_state& s : inputs_) {
+      if (s.ended) continue;
+      all_ended = false;
+      if (s.idle) continue;
+      any_active = true;
+      candidate = std::min(candidate, detail::saturating_sub(s.largest, max_delay_));
+    }
+    if (all_ended) {
+      current_ = event_time_max;
+    } else if (any_active) {
+      current_ = std::max(current_, candidate);
+    }
+    // else: every unfinished input is idle — W stays where it was.
+  }
+
+  std::vector<input_state> inputs_;
+  std::chrono::nanoseconds max_delay_;
+  std::chrono::nanoseconds idle_timeout_;
+  event_time current_ = event_time_min;
+};
+
+}  // namespace rill
