@@ -1,0 +1,198 @@
+// rill/core/exchange.hpp — moving records between workers: the bounded inbox and the
+// keyed exchange behind `key_by`.
+//
+// Defines:
+//   rill::bounded_inbox<T>   a bounded multi-producer single-consumer FIFO of batches
+//   rill::exchange<T>        routes records to the worker owning hash(key) % workers and
+//                            broadcasts progress/end markers, with backpressure
+//
+// Example (what key_by builds; users write `.key_by(f)`):
+//   rill::exchange<int> ex{workers, /*batch_records=*/256, /*inbox_batches=*/64};
+//   // producer side, on worker w:   ex.push(w, dest, envelope);  ex.flush(w) -> bool
+//   // consumer side, on worker d:   ex.drain(d, downstream_stage)
+//
+// Backpressure: an inbox holds at most `inbox_batches` batches of at most `batch_records`
+// records. When a destination's inbox is full, flush() returns false and keeps the batch;
+// the source on that worker stops reading and retries on a timer (no thread blocks), while
+// the worker keeps draining its own inbox — so two workers full towards each other still
+// make progress.
+//
+// Ordering: per (producer worker, consumer worker) FIFO; records and markers of one input
+// arrive in the order that input produced them. Nothing across producers.
+//
+// This is the "simple per-worker inbox" of the main-job issue; the NUMA-aware ring
+// replaces the inbox behind the same push/drain interface.
+//
+// Thread safety: push()/flush() on producer worker `from` only; drain() on consumer worker
+// `to` only; wake-ups are posted to the consumer's io_context.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "rill/core/record.hpp"
+#include "rill/core/stage.hpp"
+
+namespace rill {
+
+/// Bounded MPSC FIFO. try_push never blocks (returns false when full); try_pop never
+/// blocks (false when empty). The critical section is a deque push/pop of one batch.
+template <class T>
+class bounded_inbox {
+ public:
+  explicit bounded_inbox(std::size_t capacity) : capacity_(capacity) {}
+  bool try_push(T&& v) {
+    std::lock_guard lk(mu_);
+    if (q_.size() >= capacity_) return false;
+    q_.push_back(std::move(v));
+    return true;
+  }
+  bool try_pop(T& out) {
+    std::lock_guard lk(mu_);
+    if (q_.empty()) return false;
+    out = std::move(q_.front());
+    q_.pop_front();
+    return true;
+  }
+  /// Stale snapshot.
+  bool was_empty() const {
+    std::lock_guard lk(mu_);
+    return q_.empty();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::deque<T> q_;
+  std::size_t capacity_;
+};
+
+/// One item crossing an exchange: a record, a progress marker or an end marker, tagged
+/// with the consumer-side input number and the input's frontier at the time it was sent.
+template <class T>
+struct envelope {
+  enum class kind : std::uint8_t { record, progress, end };
+  kind k = kind::record;
+  std::uint32_t input = 0;
+  event_time frontier = event_time_min;
+  std::optional<rill::record<T>> rec;
+};
+
+template <class T>
+class exchange {
+ public:
+  using batch = std::vector<envelope<T>>;
+
+  exchange(std::size_t workers, std::size_t batch_records, std::size_t inbox_batches)
+      : workers_(workers), batch_records_(batch_records), out_(workers), in_(workers) {
+    for (auto& o : out_) o.pending.resize(workers);
+    for (auto& i : in_) i.inbox = std::make_unique<bounded_inbox<batch>>(inbox_batches);
+  }
+
+  /// Consumer wiring (build time): how to wake worker `to` (post to its loop) and the
+  /// downstream stage its drain feeds.
+  void bind_consumer(std::size_t to, std::function<void(std::function<void()>)> post,
+                     stage_in<T>* downstream, std::size_t inputs) {
+    auto& c = in_[to];
+    c.post = std::move(post);
+    c.down = downstream;
+    c.last_frontier.assign(inputs, event_time_min);
+  }
+
+  /// Producer side: queue one envelope for worker `to`. Sends the batch when it is full;
+  /// a failed send stays pending (see flush()). Worker `from` only.
+  void push(std::size_t from, std::size_t to, envelope<T>&& e) {
+    auto& b = out_[from].pending[to];
+    b.push_back(std::move(e));
+    if (b.size() >= batch_records_) send(from, to);
+  }
+  /// Queue an envelope for every consumer (markers).
+  void broadcast(std::size_t from, const envelope<T>& e) {
+    for (std::size_t to = 0; to < workers_; ++to) push(from, to, envelope<T>{e});
+  }
+  /// Sends every pending batch of worker `from`. Returns false if some inbox was full
+  /// (those batches stay pending; call again later).
+  bool flush(std::size_t from) {
+    bool all = true;
+    for (std::size_t to = 0; to < workers_; ++to) {
+      if (!out_[from].pending[to].empty() && !send(from, to)) all = false;
+    }
+    return all;
+  }
+
+  /// Consumer side, on worker `to`: processes up to `max_batches` batches. Returns true
+  /// when it stopped with work left (the caller re-posts), false when the inbox was found
+  /// empty (the consumer is then marked asleep, and the next push wakes it).
+  bool drain(std::size_t to, std::size_t max_batches = 16) {
+    auto& c = in_[to];
+    batch b;
+    for (std::size_t n = 0; n < max_batches; ++n) {
+      if (!c.inbox->try_pop(b)) {
+        c.sleeping.store(true, std::memory_order_seq_cst);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (c.inbox->was_empty()) return false;
+        c.sleeping.store(false, std::memory_order_seq_cst);
+        continue;
+      }
+      for (auto& e : b) deliver(c, std::move(e));
+      b.clear();
+      c.down->on_flush();
+    }
+    return true;
+  }
+  /// Schedules drains of worker `to` until its inbox is empty. Any thread.
+  void wake(std::size_t to) {
+    auto& c = in_[to];
+    c.post([this, to] {
+      if (drain(to)) wake(to);
+    });
+  }
+
+ private:
+  struct producer {
+    std::vector<batch> pending;
+  };
+  struct alignas(64) consumer {
+    std::unique_ptr<bounded_inbox<batch>> inbox;
+    std::function<void(std::function<void()>)> post;
+    stage_in<T>* down = nullptr;
+    std::vector<event_time> last_frontier;
+    std::atomic<bool> sleeping{true};
+  };
+
+  bool send(std::size_t from, std::size_t to) {
+    auto& b = out_[from].pending[to];
+    auto& c = in_[to];
+    if (!c.inbox->try_push(std::move(b))) return false;  // b untouched on failure
+    b = batch{};
+    b.reserve(batch_records_);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (c.sleeping.exchange(false, std::memory_order_seq_cst)) wake(to);
+    return true;
+  }
+
+  void deliver(consumer& c, envelope<T>&& e) {
+    const auto in = e.input;
+    if (e.k != envelope<T>::kind::end && e.frontier > c.last_frontier[in]) {
+      c.last_frontier[in] = e.frontier;
+      c.down->on_progress(in, e.frontier);
+    }
+    if (e.k == envelope<T>::kind::record) {
+      c.down->on_record(in, std::move(*e.rec));
+    } else if (e.k == envelope<T>::kind::end) {
+      c.down->on_end(in);
+    }
+  }
+
+  std::size_t workers_, batch_records_;
+  std::vector<producer> out_;
+  std::vector<consumer> in_;
+};
+
+}  // namespace rill

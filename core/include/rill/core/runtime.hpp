@@ -1,0 +1,155 @@
+// rill/core/runtime.hpp — workers on a topology, and running a job to its end.
+//
+// Defines:
+//   rill::runtime_options   how many workers, which topology, pinning, signals
+//   rill::runtime           owns the workers; run(job) blocks until end of stream or stop
+//   rill::job               a complete pipeline (source ... sink), type-erased
+//   rill::job_builder       what a job's build function uses to instantiate itself
+//   rill::run_report        stage counters, errors, elapsed time
+//
+// Example:
+//   rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores"}};
+//   rill::job j = rill::from(rill::vector_source<int>{{1, 2, 3}})
+//                     .map([](int x) { return x * 2; })
+//                     .sink([](int x) { std::cout << x << '\n'; });
+//   rill::run_report rep = rt.run(j);      // returns when every sink saw end of stream
+//
+// Life of a run (DESIGN.md "Runtime"): the job is instantiated on the calling thread —
+// one chain instance per worker, sources on the workers their splits are assigned to
+// (split i on worker i mod workers) — then every worker thread runs its io_context
+// (concurrency hint 1). run() returns when every sink instance has seen end of stream.
+// request_stop() (or SIGINT/SIGTERM when handle_signals) makes every source end early:
+// in-flight records drain, windows fire, sinks flush, and run() returns normally with
+// report.stopped = true.
+//
+// Errors: run() throws rill::config_error for bad options (key "runtime.workers",
+// "runtime.topology"); an exception thrown by user code on a worker stops the run and is
+// rethrown by run() after every worker has joined. Source read errors (a truncated
+// capture) do not throw: they are in report.errors, after the records before them went
+// through the pipeline.
+//
+// Thread safety: run() from one thread at a time. request_stop() from any thread, and from
+// a signal handler context (it only sets an atomic and posts).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rill/core/stage.hpp"
+#include "rill/core/topology.hpp"
+#include "rill/core/worker.hpp"
+
+namespace rill {
+
+struct runtime_options {
+  /// Worker threads; 0 = one per core of the topology.
+  std::size_t workers = 0;
+  /// "" = discover with hwloc; otherwise a synthetic topology, e.g. "2 nodes x 2 cores".
+  std::string topology;
+  /// Pin workers to cores (real topologies only).
+  bool pin = true;
+  /// Install SIGINT/SIGTERM handlers during run(): first signal = graceful stop.
+  bool handle_signals = false;
+  /// Period of worker tickers (idle-input detection), processing time.
+  std::chrono::milliseconds tick{50};
+};
+
+struct run_report {
+  std::vector<stage_totals> stages;
+  std::vector<std::string> errors;  ///< source errors, in the order they happened
+  bool stopped = false;             ///< ended by request_stop()/signal, not end of stream
+  double elapsed_s = 0;
+  /// Totals of the stage called `name` (zeros if none).
+  stage_totals stage(const std::string& name) const {
+    for (const auto& s : stages)
+      if (s.name == name) return s;
+    return stage_totals{name};
+  }
+};
+
+class runtime;
+
+/// Used by a job's build function; see job. Build time only (the thread calling run()).
+class job_builder {
+ public:
+  explicit job_builder(runtime& rt);
+  std::size_t workers() const noexcept;
+  runtime& rt() noexcept { return rt_; }
+  job_metrics& metrics() noexcept { return *metrics_; }
+  /// A context for building an instance with `inputs` inputs on `worker_id`.
+  build_context context(std::size_t worker_id, std::size_t inputs);
+  /// Runs `fn` on `worker_id`'s loop when the run starts (sources start here).
+  void on_start(std::size_t worker_id, std::function<void()> fn);
+  /// Runs `fn` after every source chain was built, last registered first (exchange
+  /// consumers are built here, once all their producers are known).
+  void add_finalizer(std::function<void()> fn) { finalizers_.push_back(std::move(fn)); }
+  /// One more sink instance the run waits for.
+  void expect_sink() noexcept { ++sinks_; }
+
+ private:
+  friend class runtime;
+  runtime& rt_;
+  std::shared_ptr<job_metrics> metrics_;
+  std::vector<std::shared_ptr<void>> keep_alive_;
+  std::vector<std::pair<std::size_t, std::function<void()>>> starts_;
+  std::vector<std::function<void()>> finalizers_;
+  std::vector<std::vector<std::function<void(steady_time)>>> tickers_;
+  std::size_t sinks_ = 0;
+};
+
+/// A complete pipeline. Made by the DSL (`stream<T>::sink`); reusable: each run()
+/// instantiates it afresh.
+class job {
+ public:
+  explicit job(std::function<void(job_builder&)> build) : build_(std::move(build)) {}
+  void build(job_builder& b) const { build_(b); }
+
+ private:
+  std::function<void(job_builder&)> build_;
+};
+
+class runtime {
+ public:
+  /// Throws config_error on a bad topology spec.
+  explicit runtime(runtime_options opts = {});
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  const rill::topology& topo() const noexcept { return topo_; }
+  std::size_t worker_count() const noexcept { return placement_.size(); }
+  /// Node of worker i (synthetic or real).
+  std::size_t node_of(std::size_t worker_id) const { return placement_.at(worker_id).node; }
+  worker& worker_at(std::size_t i) { return *workers_.at(i); }
+
+  /// Runs `j` to end of stream (or until request_stop()). Blocks the calling thread.
+  run_report run(const job& j);
+
+  /// Asks every source to end early; the run then drains and returns. Any thread.
+  void request_stop() noexcept;
+  bool stop_requested() const noexcept { return stop_.load(std::memory_order_acquire); }
+  /// A source read error, recorded into the report. Any thread.
+  void report_error(std::string message);
+
+ private:
+  friend class job_builder;
+  void sink_finished();
+
+  runtime_options opts_;
+  rill::topology topo_;
+  std::vector<topology::placement> placement_;
+  std::vector<std::unique_ptr<worker>> workers_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> sinks_left_{0};
+  std::mutex mu_;
+  std::vector<std::string> errors_;
+  std::function<void()> on_all_done_;
+};
+
+}  // namespace rill

@@ -1,0 +1,144 @@
+// rill/core/stage.hpp — the interface every operator instance implements, and the
+// context a stage is built in.
+//
+// Defines:
+//   rill::stage_in<T>       consumer side of one operator instance: records, event-time
+//                           progress and end-of-input, all on the instance's worker
+//   rill::stage_counters    per stage and worker: records in/out, late, errors
+//   rill::build_context     what a stage factory sees while the runtime instantiates a job
+//
+// Example (an operator that doubles ints; the DSL in <rill/operators/stream.hpp> writes
+// these for you):
+//   struct doubler final : rill::stage_in<int> {
+//     rill::stage_in<int>* down;
+//     void on_record(std::size_t in, rill::record<int>&& r) override {
+//       r.value *= 2; down->on_record(in, std::move(r));
+//     }
+//     void on_progress(std::size_t in, rill::event_time t) override { down->on_progress(in, t); }
+//     void on_end(std::size_t in) override { down->on_end(in); }
+//     bool on_flush() override { return down->on_flush(); }
+//   };
+//
+// Protocol (per instance, all calls on the instance's worker thread, never concurrently):
+//   - `input` numbers the logical inputs of this instance, 0 .. inputs-1 (ctx.inputs when
+//     it was built). An input is one source split, or one upstream instance.
+//   - on_progress(input, t): that input has seen event times up to t (its frontier).
+//     Frontiers of one input never decrease. Downstream of window_sort the frontier is
+//     the window_sort's watermark.
+//   - on_end(input): that input sent everything. After on_end for every input, the
+//     instance must flush its state downstream and send on_end downstream.
+//   - on_flush(): push buffered records towards the next worker (exchanges). Returns
+//     false when a bounded queue downstream is full: the caller (a source) must stop
+//     reading and retry later — this is how backpressure reaches the source.
+//
+// Thread safety: an instance is confined to its worker. No locks in stage code.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rill/core/record.hpp"
+#include "rill/core/time.hpp"
+
+namespace rill {
+
+template <class T>
+class stage_in {
+ public:
+  using value_type = T;
+  virtual ~stage_in() = default;
+  virtual void on_record(std::size_t input, record<T>&& r) = 0;
+  virtual void on_progress(std::size_t input, event_time frontier) = 0;
+  virtual void on_end(std::size_t input) = 0;
+  virtual bool on_flush() { return true; }
+};
+
+/// Counters of one stage on one worker. Written by that worker only (relaxed atomics so
+/// a progress reporter on another thread may read them); one cache line each.
+struct alignas(64) stage_counters {
+  std::atomic<std::uint64_t> in{0}, out{0}, late{0}, errors{0};
+  void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+};
+
+/// Totals of one stage over all workers.
+struct stage_totals {
+  std::string name;
+  std::uint64_t in = 0, out = 0, late = 0, errors = 0;
+};
+
+/// Stage counters of a whole job: one row of `workers` counters per stage.
+/// Stages are registered while the job is built (one thread); counters are then updated
+/// by workers and read by anyone.
+class job_metrics {
+ public:
+  explicit job_metrics(std::size_t workers) : workers_(workers) {}
+  /// Registers a stage (returns its index). Build time only.
+  std::size_t add_stage(std::string name) {
+    names_.push_back(std::move(name));
+    rows_.push_back(std::make_unique<stage_counters[]>(workers_));
+    return rows_.size() - 1;
+  }
+  stage_counters& at(std::size_t stage, std::size_t worker) noexcept { return rows_[stage][worker]; }
+  std::vector<stage_totals> totals() const {
+    std::vector<stage_totals> out;
+    for (std::size_t s = 0; s < rows_.size(); ++s) {
+      stage_totals t{names_[s]};
+      for (std::size_t w = 0; w < workers_; ++w) {
+        const auto& c = rows_[s][w];
+        t.in += c.in.load(std::memory_order_relaxed);
+        t.out += c.out.load(std::memory_order_relaxed);
+        t.late += c.late.load(std::memory_order_relaxed);
+        t.errors += c.errors.load(std::memory_order_relaxed);
+      }
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+ private:
+  std::size_t workers_;
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<stage_counters[]>> rows_;
+};
+
+class runtime;
+class worker;
+
+/// What a stage factory sees while a job is instantiated (on the thread calling
+/// runtime::run, before any worker runs the job).
+struct build_context {
+  runtime* rt = nullptr;
+  worker* w = nullptr;            ///< the worker this instance lives on
+  std::size_t worker_id = 0;
+  std::size_t workers = 1;
+  std::size_t inputs = 1;         ///< logical inputs of the instance being built
+  job_metrics* metrics = nullptr;
+  /// Keeps an instance alive for the duration of the run.
+  std::vector<std::shared_ptr<void>>* keep_alive = nullptr;
+  /// Registers a callback the worker calls periodically with the current steady time
+  /// (idle-input detection). Called on the worker's thread.
+  std::function<void(std::function<void(steady_time)>)> add_ticker;
+  /// Called once by a sink instance when every input ended.
+  std::function<void()> sink_done;
+
+  template <class S, class... A>
+  S* make(A&&... a) const {
+    auto p = std::make_shared<S>(std::forward<A>(a)...);
+    keep_alive->push_back(p);
+    return p.get();
+  }
+};
+
+/// A function that builds the consumer of T on one worker: the rest of the chain after
+/// the point where it is called. Build time only.
+template <class T>
+using stage_factory = std::function<stage_in<T>*(build_context&)>;
+
+}  // namespace rill

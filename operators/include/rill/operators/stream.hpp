@@ -1,0 +1,464 @@
+// rill/operators/stream.hpp — the pipeline DSL: a typed stream and its operators.
+//
+// Defines:
+//   rill::stream<T>   a stream of records with payload T; each operator returns a new stream
+//   rill::from(src)   the stream of a source (rill::source_of)
+//   rill::sink_of<S, T>  a shared sink object (write/progress/end per worker)
+//
+// Example (graph: vector_source -> map -> filter -> key_by -> window_sort -> sink):
+//   using namespace std::chrono_literals;
+//   rill::job j = rill::from(rill::vector_source<int>{recs})
+//       .map([](int x) { return x + 1; })
+//       .filter([](const int& x) { return x % 2 == 0; })
+//       .key_by([](const int& x) { return x % 7; })
+//       .window_sort({.length = 10s, .max_delay = 2s})
+//       .sink([](rill::window<int>&& w) { /* sorted records of one window */ });
+//   rill::runtime{}.run(j);
+//
+// Placement (DESIGN.md "Runtime"): every operator runs as one instance per worker that
+// the stream reaches. Operators after a source run on the source split's worker;
+// `key_by` routes each record to the worker owning hash(key) % workers (through a
+// bounded exchange), and everything after it runs there. Stateless operators never move
+// records between workers.
+//
+// Accepted user functions (checked at compile time, with a static_assert listing them):
+//   map:       U f(T&&)  or  U f(const T&)                       (U not void)
+//   filter:    bool f(const T&)
+//   flat_map:  void f(T&&, Emit&)  where emit(U) may be called 0..n times;
+//              or R f(T&&) returning a range of U (std::vector<U>, ...)
+//   key_by:    K f(const T&), K hashable by boost::hash
+//   sink:      void f(T&&), void f(const T&), void f(record<T>&&), or a rill::sink_of<T>
+//   window_sort late side output: void f(record<T>&&, event_time start, event_time end)
+// Each function object is copied once per worker: state in it is per worker. User
+// functions run on worker threads; an exception from one stops the run and is rethrown
+// by runtime::run ("fail" policy).
+//
+// Thread safety: building streams is single-threaded; a built rill::job is immutable.
+#pragma once
+
+#include <boost/container_hash/hash.hpp>
+
+#include <concepts>
+#include <memory>
+#include <ranges>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "rill/core/exchange.hpp"
+#include "rill/core/runtime.hpp"
+#include "rill/core/source.hpp"
+#include "rill/core/stage.hpp"
+#include "rill/operators/window_sort.hpp"
+
+namespace rill {
+
+/// A shared sink: one object for all workers; write/progress/end are called from the
+/// worker holding the record (`worker` = its id), so the implementation must be safe for
+/// calls from several workers at once.
+template <class S, class T>
+concept sink_of = requires(S& s, std::size_t worker, record<T>&& r, event_time t) {
+  s.write(worker, std::move(r));
+  s.progress(worker, t);
+  s.end(worker);
+};
+
+namespace detail {
+
+template <class T, class F>
+struct map_result {
+  static constexpr bool by_rvalue = std::is_invocable_v<F&, T&&>;
+  static constexpr bool by_cref = std::is_invocable_v<F&, const T&>;
+  static_assert(by_rvalue || by_cref,
+                "rill::stream<T>::map(f): f must accept T&& or const T& and return U "
+                "(accepted: U f(T&&), U f(const T&))");
+  using type = std::remove_cvref_t<typename std::conditional_t<
+      by_rvalue, std::invoke_result<F&, T&&>, std::invoke_result<F&, const T&>>::type>;
+};
+
+/// Output type of flat_map: U when given, else the range's value type.
+template <class T, class F, class U>
+struct flat_map_result {
+  using type = U;
+};
+template <class T, class F>
+struct flat_map_result<T, F, void> {
+  static_assert(std::is_invocable_v<F&, T&&>,
+                "rill::stream<T>::flat_map(f): accepted signatures are "
+                "void f(T&&, Emit&) with flat_map<U>(f), or Range<U> f(T&&)");
+  using type = std::ranges::range_value_t<std::invoke_result_t<F&, T&&>>;
+};
+
+template <class S>
+struct shared_sink_traits : std::false_type {};
+template <class S>
+struct shared_sink_traits<std::shared_ptr<S>> : std::true_type {
+  using element = S;
+};
+
+/// Shared pass-through of the control path.
+template <class In, class Out>
+struct forwarding_stage : stage_in<In> {
+  stage_in<Out>* down = nullptr;
+  void on_progress(std::size_t in, event_time t) override { down->on_progress(in, t); }
+  void on_end(std::size_t in) override { down->on_end(in); }
+  bool on_flush() override { return down->on_flush(); }
+};
+
+template <class T, class U, class F>
+struct map_stage final : forwarding_stage<T, U> {
+  F f;
+  explicit map_stage(F fn) : f(std::move(fn)) {}
+  void on_record(std::size_t in, record<T>&& r) override {
+    this->down->on_record(in, record<U>{U(f(std::move(r.value))), r.time, r.position});
+  }
+};
+
+template <class T, class F>
+struct filter_stage final : forwarding_stage<T, T> {
+  F f;
+  explicit filter_stage(F fn) : f(std::move(fn)) {}
+  void on_record(std::size_t in, record<T>&& r) override {
+    if (f(static_cast<const T&>(r.value))) this->down->on_record(in, std::move(r));
+  }
+};
+
+template <class U>
+struct emitter {
+  stage_in<U>* down;
+  std::size_t in;
+  const record<U>* proto_time;  // unused; time comes from `t`
+  event_time t;
+  std::optional<source_position> pos;
+  void operator()(U&& u) const { down->on_record(in, record<U>{std::move(u), t, pos}); }
+  void operator()(const U& u) const { down->on_record(in, record<U>{u, t, pos}); }
+};
+
+template <class T, class U, class F>
+struct flat_map_stage final : forwarding_stage<T, U> {
+  F f;
+  explicit flat_map_stage(F fn) : f(std::move(fn)) {}
+  void on_record(std::size_t in, record<T>&& r) override {
+    emitter<U> e{this->down, in, nullptr, r.time, r.position};
+    if constexpr (std::is_invocable_v<F&, T&&, emitter<U>&>) {
+      f(std::move(r.value), e);
+    } else {
+      for (auto&& u : f(std::move(r.value))) e(std::forward<decltype(u)>(u));
+    }
+  }
+};
+
+/// Producer side of key_by: routes to hash(key) % workers through an exchange.
+template <class T, class K>
+struct key_by_stage final : stage_in<T> {
+  K key;
+  std::shared_ptr<exchange<T>> ex;
+  std::size_t from, workers, offset = 0;  // offset: first consumer-side input of ours
+  std::vector<event_time> frontier;
+  key_by_stage(K k, std::shared_ptr<exchange<T>> e, std::size_t w, std::size_t n, std::size_t inputs)
+      : key(std::move(k)), ex(std::move(e)), from(w), workers(n), frontier(inputs, event_time_min) {}
+
+  static std::size_t mix(std::size_t h) noexcept {  // murmur3 fmix64: spread std::hash-like ints
+    std::uint64_t x = h;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33;
+    return std::size_t(x);
+  }
+  void on_record(std::size_t in, record<T>&& r) override {
+    const auto h = mix(boost::hash<std::remove_cvref_t<decltype(key(r.value))>>{}(key(r.value)));
+    if (r.time > frontier[in]) frontier[in] = r.time;
+    ex->push(from, h % workers,
+             envelope<T>{envelope<T>::kind::record, std::uint32_t(offset + in), frontier[in],
+                         std::move(r)});
+  }
+  void on_progress(std::size_t in, event_time t) override {
+    if (t > frontier[in]) frontier[in] = t;
+    ex->broadcast(from, envelope<T>{envelope<T>::kind::progress, std::uint32_t(offset + in),
+                                    frontier[in], std::nullopt});
+  }
+  void on_end(std::size_t in) override {
+    ex->broadcast(from, envelope<T>{envelope<T>::kind::end, std::uint32_t(offset + in),
+                                    event_time_max, std::nullopt});
+    ex->flush(from);
+  }
+  bool on_flush() override { return ex->flush(from); }
+};
+
+template <class T, class Late>
+struct window_sort_stage final : stage_in<T> {
+  window_sorter<T> sorter;
+  Late late_fn;
+  stage_in<window<T>>* down = nullptr;
+  stage_counters* c;
+  event_time sent = event_time_min;
+  std::size_t inputs_left;
+  window_sort_stage(window_sort_options o, std::size_t inputs, Late l, stage_counters* cs)
+      : sorter(o, inputs, std::chrono::steady_clock::now()), late_fn(std::move(l)), c(cs),
+        inputs_left(inputs) {}
+
+  auto on_window() {
+    return [this](window<T>&& w) {
+      c->add(c->out, w.records.size());
+      const auto t = w.end - std::chrono::nanoseconds{1};
+      down->on_record(0, record<window<T>>{std::move(w), t, std::nullopt});
+    };
+  }
+  void advance() {
+    const auto w = sorter.watermark();
+    if (w > sent) {
+      sent = w;
+      down->on_progress(0, w);
+    }
+  }
+  void on_record(std::size_t in, record<T>&& r) override {
+    c->add(c->in);
+    const auto late_before = sorter.late();
+    sorter.push(in, std::move(r), std::chrono::steady_clock::now(), on_window(),
+                [this](record<T>&& lr, event_time s, event_time e) {
+                  if constexpr (!std::is_same_v<Late, std::nullptr_t>) late_fn(std::move(lr), s, e);
+                });
+    if (sorter.late() != late_before) c->add(c->late, sorter.late() - late_before);
+    advance();
+  }
+  void on_progress(std::size_t in, event_time t) override {
+    sorter.progress(in, t, std::chrono::steady_clock::now(), on_window());
+    advance();
+  }
+  void on_end(std::size_t in) override {
+    sorter.end(in, on_window());
+    advance();
+    if (--inputs_left == 0) down->on_end(0);
+  }
+  bool on_flush() override { return down->on_flush(); }
+  void tick(steady_time now) {
+    sorter.tick(now, on_window());
+    advance();
+  }
+};
+
+template <class T, class F>
+struct sink_stage final : stage_in<T> {
+  F f;
+  std::size_t inputs_left;
+  std::function<void()> done;
+  stage_counters* c;
+  sink_stage(F fn, std::size_t inputs, std::function<void()> d, stage_counters* cs)
+      : f(std::move(fn)), inputs_left(inputs), done(std::move(d)), c(cs) {}
+  void on_record(std::size_t, record<T>&& r) override {
+    c->add(c->in);
+    if constexpr (std::is_invocable_v<F&, record<T>&&>) f(std::move(r));
+    else if constexpr (std::is_invocable_v<F&, T&&>) f(std::move(r.value));
+    else f(static_cast<const T&>(r.value));
+  }
+  void on_progress(std::size_t, event_time) override {}
+  void on_end(std::size_t) override {
+    if (--inputs_left == 0) done();
+  }
+};
+
+template <class T, class S>
+struct shared_sink_stage final : stage_in<T> {
+  std::shared_ptr<S> s;
+  std::size_t worker, inputs_left;
+  std::vector<event_time> frontier;
+  event_time sent = event_time_min;
+  std::function<void()> done;
+  stage_counters* c;
+  shared_sink_stage(std::shared_ptr<S> sp, std::size_t w, std::size_t inputs,
+                    std::function<void()> d, stage_counters* cs)
+      : s(std::move(sp)), worker(w), inputs_left(inputs), frontier(inputs, event_time_min),
+        done(std::move(d)), c(cs) {}
+  void on_record(std::size_t, record<T>&& r) override {
+    c->add(c->in);
+    s->write(worker, std::move(r));
+  }
+  void on_progress(std::size_t in, event_time t) override {
+    frontier[in] = std::max(frontier[in], t);
+    const auto m = *std::min_element(frontier.begin(), frontier.end());
+    if (m > sent) {
+      sent = m;
+      s->progress(worker, m);
+    }
+  }
+  void on_end(std::size_t in) override {
+    frontier[in] = event_time_max;
+    if (--inputs_left == 0) {
+      s->end(worker);
+      done();
+    }
+  }
+};
+
+}  // namespace detail
+
+template <class T>
+class stream {
+ public:
+  using value_type = T;
+  /// Wires the upstream part of the graph so that it feeds the consumers `down` builds.
+  using attach_fn = std::function<void(job_builder&, stage_factory<T>)>;
+  explicit stream(attach_fn a) : attach_(std::move(a)) {}
+
+  template <class F>
+  auto map(F f) && {
+    using U = typename detail::map_result<T, F>::type;
+    static_assert(!std::is_void_v<U>, "rill::stream<T>::map(f): f must return a value (U f(T&&))");
+    return stream<U>([prev = std::move(attach_), f](job_builder& b, stage_factory<U> down) {
+      prev(b, [f, down](build_context& ctx) -> stage_in<T>* {
+        auto* s = ctx.make<detail::map_stage<T, U, F>>(f);
+        s->down = down(ctx);
+        return s;
+      });
+    });
+  }
+
+  template <class F>
+  stream<T> filter(F f) && {
+    static_assert(std::is_invocable_r_v<bool, F&, const T&>,
+                  "rill::stream<T>::filter(f): accepted signature is bool f(const T&)");
+    return stream<T>([prev = std::move(attach_), f](job_builder& b, stage_factory<T> down) {
+      prev(b, [f, down](build_context& ctx) -> stage_in<T>* {
+        auto* s = ctx.make<detail::filter_stage<T, F>>(f);
+        s->down = down(ctx);
+        return s;
+      });
+    });
+  }
+
+  /// U must be given when f uses the emitter form: flat_map<U>(f).
+  template <class U = void, class F>
+  auto flat_map(F f) && {
+    using Out = typename detail::flat_map_result<T, F, U>::type;
+    static_assert(std::is_invocable_v<F&, T&&, detail::emitter<Out>&> ||
+                      std::ranges::range<std::invoke_result_t<F&, T&&>>,
+                  "rill::stream<T>::flat_map(f): accepted signatures are "
+                  "void f(T&&, Emit&) with flat_map<U>(f), or Range<U> f(T&&)");
+    return stream<Out>([prev = std::move(attach_), f](job_builder& b, stage_factory<Out> down) {
+      prev(b, [f, down](build_context& ctx) -> stage_in<T>* {
+        auto* s = ctx.make<detail::flat_map_stage<T, Out, F>>(f);
+        s->down = down(ctx);
+        return s;
+      });
+    });
+  }
+
+  /// Routes each record to worker hash(key(value)) % workers. Exchange: batches of 256
+  /// records, 64 batches per destination inbox (bounded; full = backpressure).
+  template <class K>
+  stream<T> key_by(K key) && {
+    static_assert(std::is_invocable_v<K&, const T&>,
+                  "rill::stream<T>::key_by(f): accepted signature is Key f(const T&)");
+    return stream<T>([prev = std::move(attach_), key](job_builder& b, stage_factory<T> down) {
+      const std::size_t n = b.workers();
+      auto ex = std::make_shared<exchange<T>>(n, 256, 64);
+      auto producers = std::make_shared<std::vector<detail::key_by_stage<T, K>*>>();
+      b.add_finalizer([&b, ex, producers, down, n] {
+        std::size_t total = 0;
+        for (auto* p : *producers) {
+          p->offset = total;
+          total += p->frontier.size();
+        }
+        for (std::size_t w = 0; w < n; ++w) {
+          auto ctx = b.context(w, total);
+          auto* head = down(ctx);
+          auto* wk = ctx.w;
+          ex->bind_consumer(w, [wk](std::function<void()> fn) {
+            boost::asio::post(wk->context(), std::move(fn));
+          }, head, total);
+        }
+      });
+      prev(b, [key, ex, producers, n](build_context& ctx) -> stage_in<T>* {
+        auto* s = ctx.make<detail::key_by_stage<T, K>>(key, ex, ctx.worker_id, n, ctx.inputs);
+        producers->push_back(s);
+        return s;
+      });
+    });
+  }
+
+  /// Event-time tumbling windows, sorted (see <rill/operators/window_sort.hpp> for the
+  /// exact rules). Emits one rill::window<T> per fired window, with event time end - 1 ns,
+  /// and forwards its watermark as the downstream frontier. `late` is the late side output
+  /// (called on the worker; nullptr = count only). Throws config_error from run() when
+  /// options are invalid.
+  template <class Late = std::nullptr_t>
+  stream<window<T>> window_sort(window_sort_options opts, Late late = nullptr) && {
+    opts.validate();
+    static_assert(std::is_same_v<Late, std::nullptr_t> ||
+                      std::is_invocable_v<Late&, record<T>&&, event_time, event_time>,
+                  "rill::stream<T>::window_sort(opts, late): accepted late side output is "
+                  "void f(record<T>&&, event_time window_start, event_time window_end)");
+    using W = window<T>;
+    return stream<W>([prev = std::move(attach_), opts, late](job_builder& b, stage_factory<W> down) {
+      const auto idx = b.metrics().add_stage("window_sort");
+      prev(b, [opts, late, down, idx](build_context& ctx) -> stage_in<T>* {
+        auto* s = ctx.make<detail::window_sort_stage<T, Late>>(opts, ctx.inputs, late,
+                                                               &ctx.metrics->at(idx, ctx.worker_id));
+        auto sub = ctx;
+        sub.inputs = 1;
+        s->down = down(sub);
+        if (opts.idle_timeout.count() > 0) ctx.add_ticker([s](steady_time now) { s->tick(now); });
+        return s;
+      });
+    });
+  }
+
+  /// Ends the stream. `s` is a callable (copied per worker) or a shared rill::sink_of<T>
+  /// passed as std::shared_ptr<S>.
+  template <class S>
+  job sink(S s, std::string name = "sink") && {
+    return job([prev = std::move(attach_), s, name](job_builder& b) {
+      const auto idx = b.metrics().add_stage(name);
+      prev(b, [s, idx, &b](build_context& ctx) -> stage_in<T>* {
+        b.expect_sink();
+        auto* c = &ctx.metrics->at(idx, ctx.worker_id);
+        stage_in<T>* st;
+        if constexpr (detail::shared_sink_traits<S>::value) {
+          using E = typename detail::shared_sink_traits<S>::element;
+          static_assert(sink_of<E, T>, "rill::stream<T>::sink(std::shared_ptr<S>): S must model "
+                                       "rill::sink_of<T> (write, progress, end per worker)");
+          st = ctx.make<detail::shared_sink_stage<T, E>>(
+              s, ctx.worker_id, ctx.inputs, ctx.sink_done, c);
+        } else {
+          static_assert(std::is_invocable_v<S&, record<T>&&> || std::is_invocable_v<S&, T&&> ||
+                            std::is_invocable_v<S&, const T&>,
+                        "rill::stream<T>::sink(s): accepted are void f(T&&), void f(const T&), "
+                        "void f(record<T>&&), or std::shared_ptr<S> with S a rill::sink_of<T>");
+          st = ctx.make<detail::sink_stage<T, S>>(s, ctx.inputs, ctx.sink_done, c);
+        }
+        if (ctx.inputs == 0) b.on_start(ctx.worker_id, ctx.sink_done);
+        return st;
+      });
+    });
+  }
+
+  const attach_fn& attach() const { return attach_; }
+
+ private:
+  attach_fn attach_;
+};
+
+/// The stream of a source. Split i of the source runs on worker i mod workers.
+template <source_of S>
+stream<typename S::value_type> from(S src, std::string name = "source") {
+  using T = typename S::value_type;
+  auto shared = std::make_shared<S>(std::move(src));
+  return stream<T>([shared, name](job_builder& b, stage_factory<T> down) {
+    const auto idx = b.metrics().add_stage(name);
+    const std::size_t n = b.workers();
+    const std::size_t splits = shared->split_count();
+    for (std::size_t w = 0; w < n && w < splits; ++w) {
+      std::vector<std::size_t> mine;
+      for (std::size_t i = w; i < splits; i += n) mine.push_back(i);
+      auto ctx = b.context(w, mine.size());
+      auto* head = down(ctx);
+      for (std::size_t li = 0; li < mine.size(); ++li) {
+        using R = decltype(shared->open(std::size_t{}));
+        auto d = std::make_shared<source_driver<R, T>>(shared->open(mine[li]), head, li, b.rt(),
+                                                      *ctx.w, ctx.metrics->at(idx, w));
+        b.on_start(w, [d] { d->start(); });
+      }
+    }
+  });
+}
+
+}  // namespace rill
