@@ -22,3 +22,7 @@
 #include "rill/core/watermark.hpp"
 #include "rill/operators/stream.hpp"
 #include "rill/operators/window_sort.hpp"
+#include "rill/connectors/packet.hpp"
+#include "rill/connectors/pcap_reader.hpp"
+#include "rill/connectors/ordered_sink.hpp"
+#include "rill/connectors/pcap_source.hpp"
