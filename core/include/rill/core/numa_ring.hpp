@@ -48,6 +48,14 @@
 // pop also observes the push that preceded it; this makes the full/empty answers above
 // exact (C10). On x86 every one of these orderings costs nothing extra.
 //
+// Cache lines. Producers write only the head line, consumers only the tail line. A single
+// push first reads its slot's seq (free means "not full") and a single pop reads its
+// slot's seq (published means "not empty"), so in the common case each side touches its
+// own counter line and the slot line only — the one line that must travel. Batches and
+// the slow path consult a relaxed snapshot of the other side's counter kept on the own
+// line (always a past value, so it can only under-estimate room or data); "full" and
+// "empty" are answered only after re-reading the real counter with acquire.
+//
 // Thread safety: mpmc_ring — any number of threads may call every member concurrently,
 // except the constructor and destructor. numa_ring — make_endpoint and the accessors are
 // safe from any thread; an endpoint belongs to one worker thread at a time.
@@ -117,12 +125,14 @@ struct retry_pause {
   }
 };
 
-/// A counter alone on its cache line.
-struct alignas(cache_line_bytes) padded_counter {
-  std::atomic<std::size_t> value{0};
+/// One side's ticket counter and its snapshot of the other side's counter, alone on a
+/// cache line: producers touch only the head line, consumers only the tail line.
+struct alignas(cache_line_bytes) ring_side {
+  std::atomic<std::size_t> ticket{0};         // next ticket of this side
+  std::atomic<std::size_t> peer_snapshot{0};  // a past value of the other side's ticket
 };
-static_assert(sizeof(padded_counter) == cache_line_bytes,
-              "a ticket counter must fill its cache line so head and tail never share one");
+static_assert(sizeof(ring_side) == cache_line_bytes,
+              "head and tail must be a cache line apart to prevent false sharing");
 
 }  // namespace detail
 
@@ -172,8 +182,8 @@ class mpmc_ring {
 
   /// Destroys the elements still inside. No other thread may be using the ring.
   ~mpmc_ring() {
-    const std::size_t head = head_.value.load(std::memory_order_acquire);
-    for (std::size_t t = tail_.value.load(std::memory_order_acquire); t != head; ++t) {
+    const std::size_t head = head_.ticket.load(std::memory_order_acquire);
+    for (std::size_t t = tail_.ticket.load(std::memory_order_acquire); t != head; ++t) {
       slots_[t & mask_].get()->~T();
     }
     for (std::size_t i = 0; i <= mask_; ++i) slots_[i].~slot();
@@ -214,17 +224,27 @@ class mpmc_ring {
   std::size_t try_push_generate(std::size_t max, Gen&& gen) noexcept {
     if (max == 0) return 0;
     detail::retry_pause<Retry> pause;
-    std::size_t head = head_.value.load(std::memory_order_acquire);
+    std::size_t head = head_.ticket.load(std::memory_order_acquire);
     std::size_t n;
     for (;;) {
-      const std::size_t tail = tail_.value.load(std::memory_order_acquire);
-      // Signed: a stale head can be behind tail; the CAS below then fails and reloads.
-      const auto used = static_cast<std::ptrdiff_t>(head - tail);
-      const auto free = static_cast<std::ptrdiff_t>(mask_ + 1) - used;
-      if (free <= 0) return 0;
-      n = std::min(max, static_cast<std::size_t>(free));
-      if (head_.value.compare_exchange_weak(head, head + n, std::memory_order_acq_rel,
-                                            std::memory_order_acquire)) {
+      if (max == 1 && slots_[head & mask_].seq.load(std::memory_order_acquire) == head) {
+        n = 1;  // fast path: the slot is free, so the ring is not full; tail is not read
+      } else {
+        // Free slots per the producers' snapshot of tail (a lower bound of the real tail);
+        // only when that says "full" is the consumers' line read.
+        std::size_t tail = head_.peer_snapshot.load(std::memory_order_relaxed);
+        auto free = static_cast<std::ptrdiff_t>(mask_ + 1 - (head - tail));
+        if (free <= 0) {
+          tail = tail_.ticket.load(std::memory_order_acquire);
+          head_.peer_snapshot.store(tail, std::memory_order_relaxed);
+          // Signed: a stale head can be behind tail; the CAS below then fails and reloads.
+          free = static_cast<std::ptrdiff_t>(mask_ + 1) - static_cast<std::ptrdiff_t>(head - tail);
+          if (free <= 0) return 0;
+        }
+        n = std::min(max, static_cast<std::size_t>(free));
+      }
+      if (head_.ticket.compare_exchange_weak(head, head + n, std::memory_order_acq_rel,
+                                             std::memory_order_acquire)) {
         break;
       }
       pause();
@@ -246,15 +266,24 @@ class mpmc_ring {
   std::size_t try_pop_consume(std::size_t max, Sink&& sink) noexcept {
     if (max == 0) return 0;
     detail::retry_pause<Retry> pause;
-    std::size_t tail = tail_.value.load(std::memory_order_acquire);
+    std::size_t tail = tail_.ticket.load(std::memory_order_acquire);
     std::size_t n;
     for (;;) {
-      const std::size_t head = head_.value.load(std::memory_order_acquire);
-      const auto avail = static_cast<std::ptrdiff_t>(head - tail);
-      if (avail <= 0) return 0;
-      n = std::min(max, static_cast<std::size_t>(avail));
-      if (tail_.value.compare_exchange_weak(tail, tail + n, std::memory_order_acq_rel,
-                                            std::memory_order_acquire)) {
+      if (max == 1 && slots_[tail & mask_].seq.load(std::memory_order_acquire) == tail + 1) {
+        n = 1;  // fast path: the slot is published, so the ring is not empty; head not read
+      } else {
+        std::size_t head = tail_.peer_snapshot.load(std::memory_order_relaxed);
+        auto avail = static_cast<std::ptrdiff_t>(head - tail);
+        if (avail <= 0) {
+          head = head_.ticket.load(std::memory_order_acquire);
+          tail_.peer_snapshot.store(head, std::memory_order_relaxed);
+          avail = static_cast<std::ptrdiff_t>(head - tail);
+          if (avail <= 0) return 0;
+        }
+        n = std::min(max, static_cast<std::size_t>(avail));
+      }
+      if (tail_.ticket.compare_exchange_weak(tail, tail + n, std::memory_order_acq_rel,
+                                             std::memory_order_acquire)) {
         break;
       }
       pause();
@@ -274,8 +303,8 @@ class mpmc_ring {
   /// Number of elements claimed by producers and not yet claimed by consumers, at some
   /// instant during the call (a stale snapshot, clamped to [0, capacity()]). Any thread.
   std::size_t was_size() const noexcept {
-    const std::size_t tail = tail_.value.load(std::memory_order_acquire);
-    const std::size_t head = head_.value.load(std::memory_order_acquire);
+    const std::size_t tail = tail_.ticket.load(std::memory_order_acquire);
+    const std::size_t head = head_.ticket.load(std::memory_order_acquire);
     const auto n = static_cast<std::ptrdiff_t>(head - tail);
     return n <= 0 ? 0 : std::min(static_cast<std::size_t>(n), capacity());
   }
@@ -294,8 +323,8 @@ class mpmc_ring {
     return std::bit_ceil(std::max<std::size_t>(capacity, 2));
   }
 
-  detail::padded_counter head_;  // next ticket for producers
-  detail::padded_counter tail_;  // next ticket for consumers
+  detail::ring_side head_;  // producers: next push ticket + snapshot of tail
+  detail::ring_side tail_;  // consumers: next pop ticket + snapshot of head
   // Read-only after construction; on its own line so counter traffic never evicts it.
   alignas(cache_line_bytes) std::size_t mask_;
   slot* slots_ = nullptr;
