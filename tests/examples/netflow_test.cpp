@@ -1,0 +1,205 @@
+// End-to-end tests of examples/netflow: its per-conversation and per-protocol totals
+// against the independent tshark ground truth (../shared/data/pcap/NAME.truth.json), its
+// output with 1 and 2 workers, and its behaviour on bad input.
+//
+// Graph under test:
+//   pcap_source -> filter(IP) -> key_by(5-tuple) -> window_sort -> flat_map(count) -> ordered_sink
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const fs::path shared_pcaps = fs::path(RILL_SHARED_DIR) / "data" / "pcap";
+const fs::path scratch = fs::path(RILL_TEST_BINARY_DIR) / "netflow_test_tmp";
+
+struct result {
+  int exit_code = -1;
+  std::string stderr_text;
+  std::vector<json> lines;
+  json summary;
+  std::string output_text;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+result run_netflow(const std::string& args, const std::string& tag) {
+  fs::create_directories(scratch);
+  const auto out = scratch / (tag + ".jsonl"), sum = scratch / (tag + ".summary.json"),
+             err = scratch / (tag + ".stderr");
+  fs::remove(sum);
+  const std::string cmd = std::string(NETFLOW_BINARY) + " " + args + " --output " + out.string() +
+                          " --summary " + sum.string() + " 2> " + err.string();
+  const int status = std::system(cmd.c_str());
+  result r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.stderr_text = slurp(err);
+  r.output_text = slurp(out);
+  std::istringstream lines(r.output_text);
+  for (std::string line; std::getline(lines, line);) r.lines.push_back(json::parse(line));
+  if (fs::exists(sum)) r.summary = json::parse(slurp(sum));
+  return r;
+}
+
+// Endpoint text as NAME.truth.json writes it: ip:port, [ipv6]:port, or bare address.
+std::string endpoint(const json& line, const char* ip, const char* port) {
+  const std::string addr = line[ip];
+  if (line[port].is_null()) return addr;
+  const bool v6 = addr.find(':') != std::string::npos;
+  return (v6 ? "[" + addr + "]" : addr) + ":" + std::to_string(int(line[port]));
+}
+
+using conv_key = std::tuple<std::string, std::string, std::string>;  // proto, a, b (text-sorted)
+conv_key make_key(std::string proto, std::string a, std::string b) {
+  if (b < a) std::swap(a, b);
+  return {std::move(proto), std::move(a), std::move(b)};
+}
+
+class netflow_truth : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(netflow_truth, totals_match_tshark_ground_truth_for_1_and_2_workers) {
+  const auto capture = shared_pcaps / GetParam();
+  if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
+  const json truth = json::parse(slurp(capture.string() + ".truth.json"));
+
+  std::string first_output;
+  for (int workers : {1, 2}) {
+    SCOPED_TRACE("workers=" + std::to_string(workers));
+    auto r = run_netflow("--input " + capture.string() + " --workers " + std::to_string(workers),
+                         GetParam() + ".w" + std::to_string(workers));
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+
+    // Per protocol, bytes and non-IP: the summary against the truth totals.
+    EXPECT_EQ(r.summary["packets"], truth["packets"]);
+    EXPECT_EQ(r.summary["bytes"], truth["bytes"]);
+    EXPECT_EQ(r.summary["non_ip"], truth["non_ip"]);
+    for (const auto& proto : {"tcp", "udp", "icmp", "icmpv6", "other"}) {
+      const std::uint64_t want = truth["by_proto"].value(proto, 0);
+      EXPECT_EQ(r.summary["by_proto"][proto].get<std::uint64_t>(), want) << proto;
+    }
+    EXPECT_EQ(r.summary["late"], 0);
+
+    // Per conversation: output rows summed over windows.
+    std::map<conv_key, std::pair<std::uint64_t, std::uint64_t>> got, want;
+    for (const auto& line : r.lines) {
+      auto& pb = got[make_key(line["proto"], endpoint(line, "a_ip", "a_port"),
+                              endpoint(line, "b_ip", "b_port"))];
+      pb.first += line["packets"].get<std::uint64_t>();
+      pb.second += line["bytes"].get<std::uint64_t>();
+      // Every row lies in one tumbling window of 10 s.
+      EXPECT_EQ(line["window_end_ns"].get<std::int64_t>() - line["window_start_ns"].get<std::int64_t>(),
+                10'000'000'000LL);
+    }
+    for (const auto& c : truth["conversations"]) {
+      want[make_key(c["proto"], c["a"], c["b"])] = {c["packets"], c["bytes"]};
+    }
+    EXPECT_EQ(got.size(), want.size());
+    for (const auto& [k, pb] : want) {
+      auto it = got.find(k);
+      if (it == got.end()) {
+        ADD_FAILURE() << "missing conversation " << std::get<0>(k) << " " << std::get<1>(k) << " "
+                      << std::get<2>(k);
+        continue;
+      }
+      EXPECT_EQ(it->second, pb) << std::get<0>(k) << " " << std::get<1>(k) << " " << std::get<2>(k);
+    }
+    EXPECT_EQ(r.summary["conversations"], want.size());
+
+    // Same bytes out for any number of workers.
+    if (workers == 1) first_output = r.output_text;
+    else EXPECT_EQ(r.output_text, first_output);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(shared_corpus, netflow_truth,
+                         ::testing::Values("bro.org.pcap", "dns_icmp.pcap", "echo-connections.pcap",
+                                           "ftp-ipv6.pcap", "icmp6.pcap", "wechat.pcap",
+                                           "wikipedia.pcap", "alexa-app.pcapng"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& c : n) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+// Windows come out in order, each row's window is 10 s, sorted within a window.
+TEST(netflow, rows_are_ordered_by_window) {
+  const auto capture = shared_pcaps / "wechat.pcap";
+  if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
+  auto r = run_netflow("--input " + capture.string() + " --workers 2", "ordered");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ASSERT_FALSE(r.lines.empty());
+  for (std::size_t i = 1; i < r.lines.size(); ++i)
+    EXPECT_LE(r.lines[i - 1]["window_start_ns"].get<std::int64_t>(),
+              r.lines[i]["window_start_ns"].get<std::int64_t>());
+}
+
+// A capture cut off mid-record: every complete record is counted and written, the error
+// names the file and the byte offset, and the exit status is 1.
+TEST(netflow, truncated_file_reports_offset_and_keeps_earlier_records) {
+  const auto capture = shared_pcaps / "dns_icmp.pcap";
+  if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
+  fs::create_directories(scratch);
+  const auto cut = scratch / "dns_icmp_cut.pcap";
+  std::string bytes = slurp(capture);
+  // dns_icmp.pcap: 24-byte file header, then records. Cut 10 bytes into the last record:
+  // drop everything after (size - last record length + 10). Records: 32, all complete;
+  // the last one is 98 bytes of data + 16 of header (an ICMP echo, frame.len 98).
+  bytes.resize(bytes.size() - (16 + 98) + 10);
+  std::ofstream(cut, std::ios::binary) << bytes;
+  auto r = run_netflow("--input " + cut.string() + " --workers 2", "cut");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.summary["packets"], 31);  // 32 in the truth file, minus the cut one
+  EXPECT_NE(r.stderr_text.find(cut.string()), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("offset " + std::to_string(bytes.size() - 10)), std::string::npos)
+      << r.stderr_text;
+  std::uint64_t written = 0;
+  for (const auto& l : r.lines) written += l["packets"].get<std::uint64_t>();
+  EXPECT_EQ(written, 31u);
+}
+
+TEST(netflow, missing_and_non_pcap_inputs_fail_cleanly) {
+  fs::create_directories(scratch);
+  auto missing = run_netflow("--input " + (scratch / "no-such.pcap").string(), "missing");
+  EXPECT_EQ(missing.exit_code, 105 /* CLI11 ValidationError */ ) << missing.stderr_text;
+  EXPECT_NE(missing.stderr_text.find("no-such.pcap"), std::string::npos);
+
+  const auto text = scratch / "not-a-capture.pcap";
+  std::ofstream(text) << "hello, this is not a capture file at all\n";
+  auto bad = run_netflow("--input " + text.string(), "notpcap");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.stderr_text.find(text.string()), std::string::npos) << bad.stderr_text;
+
+  const auto empty = scratch / "empty.pcap";
+  std::ofstream{empty};
+  auto e = run_netflow("--input " + empty.string(), "empty");
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.stderr_text.find(empty.string()), std::string::npos) << e.stderr_text;
+}
+
+// The default job (no --input) reads the Debian-shipped captures; totals are those of
+// the three files: dns_icmp.pcap is byte-identical to the shared copy with truth.
+TEST(netflow, default_inputs_run) {
+  if (!fs::exists("/usr/share/doc/python3-dpkt/examples/data/dns_icmp.pcap"))
+    GTEST_SKIP() << "python3-dpkt not installed (scripts/setup installs it)";
+  auto r = run_netflow("", "default");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_GT(r.summary["packets"].get<std::uint64_t>(), 32u);
+  EXPECT_GE(r.summary["by_proto"]["icmp"].get<std::uint64_t>(), 22u);
+}
+
+}  // namespace
