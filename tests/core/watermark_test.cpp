@@ -41,9 +41,9 @@ TEST(watermark_tracker, single_input_is_largest_minus_delay) {
 TEST(watermark_tracker, lateness_boundary_with_one_input) {
   rill::manual_clock clk;
   watermark_tracker wm{1, 2s, 0s, clk.now()};
-  wm.observe(0, at(11s), clk.now());  // W = 11 - 2 = 9 s
-  EXPECT_FALSE(wm.is_late(at(9s)));        // 11 - 9 = 2 s = delay: in time
-  EXPECT_TRUE(wm.is_late(at(9s) - 1ns));   // 11 - (9 s - 1 ns) = 2 s + 1 ns > delay: late
+  wm.observe(0, at(11s), clk.now());      // W = 11 - 2 = 9 s
+  EXPECT_FALSE(wm.is_late(at(9s)));       // 11 - 9 = 2 s = delay: in time
+  EXPECT_TRUE(wm.is_late(at(9s) - 1ns));  // 11 - (9 s - 1 ns) = 2 s + 1 ns > delay: late
   EXPECT_FALSE(wm.is_late(at(20s)));
 }
 
@@ -111,13 +111,13 @@ TEST(watermark_tracker, silent_input_becomes_idle_after_timeout) {
   EXPECT_EQ(wm.current(), event_time_min);  // input 1 active (not yet idle), sent nothing
   clk.advance(499ms);                       // t = 999 ms
   wm.tick(clk.now());
-  EXPECT_FALSE(wm.is_idle(1));              // 999 ms < 1 s since construction
+  EXPECT_FALSE(wm.is_idle(1));  // 999 ms < 1 s since construction
   EXPECT_EQ(wm.current(), event_time_min);
-  clk.advance(1ms);                         // t = 1 s
+  clk.advance(1ms);  // t = 1 s
   wm.tick(clk.now());
-  EXPECT_TRUE(wm.is_idle(1));               // 1 s >= 1 s since construction
-  EXPECT_FALSE(wm.is_idle(0));              // last observe at 500 ms: 500 ms < 1 s
-  EXPECT_EQ(wm.current(), at(12s));         // min over {input 0} = 12 - 0
+  EXPECT_TRUE(wm.is_idle(1));        // 1 s >= 1 s since construction
+  EXPECT_FALSE(wm.is_idle(0));       // last observe at 500 ms: 500 ms < 1 s
+  EXPECT_EQ(wm.current(), at(12s));  // min over {input 0} = 12 - 0
 }
 
 // CASES.md C02 variant: p1 sends one event at 0 then goes silent; when it comes back it
@@ -125,13 +125,13 @@ TEST(watermark_tracker, silent_input_becomes_idle_after_timeout) {
 TEST(watermark_tracker, idle_input_comes_back_and_counts_again) {
   rill::manual_clock clk;
   watermark_tracker wm{2, 0s, 1s, clk.now()};
-  wm.observe(1, at(0ms), clk.now());     // p1 at t = 0
+  wm.observe(1, at(0ms), clk.now());  // p1 at t = 0
   wm.observe(0, at(1000ms), clk.now());
-  EXPECT_EQ(wm.current(), at(0ms));      // min(1000, 0)
+  EXPECT_EQ(wm.current(), at(0ms));  // min(1000, 0)
   clk.advance(900ms);
   wm.observe(0, at(12000ms), clk.now());
-  EXPECT_EQ(wm.current(), at(0ms));      // p1 still holds it: min(12000, 0)
-  clk.advance(100ms);                    // t = 1000 ms
+  EXPECT_EQ(wm.current(), at(0ms));  // p1 still holds it: min(12000, 0)
+  clk.advance(100ms);                // t = 1000 ms
   wm.tick(clk.now());
   EXPECT_TRUE(wm.is_idle(1));            // p1 silent 1000 ms >= 1 s
   EXPECT_EQ(wm.current(), at(12000ms));  // min over {p0}
@@ -158,11 +158,11 @@ TEST(watermark_tracker, all_unfinished_inputs_idle_keeps_the_watermark) {
   wm.tick(clk.now());
   EXPECT_TRUE(wm.is_idle(0));
   EXPECT_TRUE(wm.is_idle(1));
-  EXPECT_EQ(wm.current(), at(9s));  // nobody active: W stays
+  EXPECT_EQ(wm.current(), at(9s));    // nobody active: W stays
   wm.observe(1, at(20s), clk.now());  // p1 back, nothing newer: it alone defines W
   EXPECT_EQ(wm.current(), at(19s));   // max(9, 20-1)
   wm.end(1);
-  EXPECT_EQ(wm.current(), at(19s));   // p0 idle, p1 ended: W stays, not +infinity
+  EXPECT_EQ(wm.current(), at(19s));  // p0 idle, p1 ended: W stays, not +infinity
   wm.end(0);
   EXPECT_EQ(wm.current(), event_time_max);
 }
@@ -186,7 +186,7 @@ TEST(watermark_tracker, activity_restarts_the_idle_timer) {
   clk.advance(800ms);                // t = 1600 ms: 800 ms since the last observe
   wm.tick(clk.now());
   EXPECT_FALSE(wm.is_idle(1));
-  EXPECT_TRUE(wm.is_idle(0));        // never sent: 1600 ms since construction
+  EXPECT_TRUE(wm.is_idle(0));  // never sent: 1600 ms since construction
   EXPECT_EQ(wm.current(), at(1s));
 }
 
@@ -220,8 +220,7 @@ TEST(watermark_tracker, bad_configuration_throws_config_error_with_key) {
   };
   EXPECT_EQ(key_of([&] { watermark_tracker{0, 0s, 0s, clk.now()}; }), "watermark.inputs");
   EXPECT_EQ(key_of([&] { watermark_tracker{1, -1ns, 0s, clk.now()}; }), "watermark.max_delay");
-  EXPECT_EQ(key_of([&] { watermark_tracker{1, 0s, -1ns, clk.now()}; }),
-            "watermark.idle_timeout");
+  EXPECT_EQ(key_of([&] { watermark_tracker{1, 0s, -1ns, clk.now()}; }), "watermark.idle_timeout");
   EXPECT_THROW((watermark_tracker{0, 0s, 0s, clk.now()}), std::invalid_argument);
 }
 

@@ -110,7 +110,7 @@ TEST(window_sort, design_page_example) {
 
 TEST(window_sort, event_at_window_end_belongs_to_next_window) {
   one_input s{{.length = 10s, .max_delay = 0s}};
-  s.push(1, at(10s) - 1ns);  // last instant of [0, 10 s)
+  s.push(1, at(10s) - 1ns);            // last instant of [0, 10 s)
   EXPECT_TRUE(s.out.windows.empty());  // W = 10 s - 1 ns < 10 s
   s.push(2, at(10s));  // first instant of [10 s, 20 s); W = 10 s >= 10 s: window 0 fires
   ASSERT_EQ(s.out.windows.size(), 1u);
@@ -132,7 +132,7 @@ TEST(window_sort, lateness_boundary) {
   EXPECT_EQ(s.ws.late(), 1u);
   ASSERT_EQ(s.out.late.size(), 1u);
   EXPECT_EQ(s.out.late[0].r.value, 3);
-  EXPECT_EQ(s.out.late[0].start, at(0s));    // window [0, 100 s) of 8 s - 1 ns
+  EXPECT_EQ(s.out.late[0].start, at(0s));  // window [0, 100 s) of 8 s - 1 ns
   EXPECT_EQ(s.out.late[0].end, at(100s));
   s.end();
   ASSERT_EQ(s.out.windows.size(), 1u);
@@ -209,7 +209,7 @@ TEST(window_sort, c03_late_record_side_output) {
   EXPECT_EQ(to_ms(s.out.late[0].end), 10000);
   ASSERT_EQ(s.out.windows.size(), 1u);  // no second emission of [0, 10000)
   EXPECT_EQ(times_ms(s.out.windows[0]), released);
-  EXPECT_EQ(s.ws.buffered(), 1u);       // only 15000
+  EXPECT_EQ(s.ws.buffered(), 1u);  // only 15000
 }
 
 TEST(window_sort, c03_drop_policy_counts_without_side_output) {
@@ -230,8 +230,7 @@ TEST(window_sort, c02_silent_input_is_ignored_once_idle) {
   collector out;
   clk.advance(500ms);
   for (std::int64_t t : {1000, 5000, 12000})
-    ws.push(0, record<int>{static_cast<int>(t), ms(t)}, clk.now(), out.on_window(),
-            out.on_late());
+    ws.push(0, record<int>{static_cast<int>(t), ms(t)}, clk.now(), out.on_window(), out.on_late());
   EXPECT_TRUE(out.windows.empty());  // input 1 holds W at -infinity
   clk.advance(500ms);                // t = 1 s: input 1 silent 1 s since construction
   ws.tick(clk.now(), out.on_window());
@@ -253,18 +252,18 @@ TEST(window_sort, c02_idle_variant) {
     ws.push(input, record<int>{static_cast<int>(t), ms(t)}, clk.now(), out.on_window(),
             out.on_late());
   };
-  push(1, 0);        // p1 at t = 0
-  push(0, 1000);     // t = 0
+  push(1, 0);     // p1 at t = 0
+  push(0, 1000);  // t = 0
   clk.advance(200ms);
-  push(0, 5000);     // t = 200 ms
+  push(0, 5000);  // t = 200 ms
   clk.advance(700ms);
-  push(0, 12000);    // t = 900 ms; W = min(12000, 0) = 0: p1 holds [0, 10000) back
+  push(0, 12000);  // t = 900 ms; W = min(12000, 0) = 0: p1 holds [0, 10000) back
   EXPECT_EQ(ws.watermark(), ms(0));
   EXPECT_TRUE(out.windows.empty());
   clk.advance(99ms);  // t = 999 ms: p1 silent 999 ms < 1 s
   ws.tick(clk.now(), out.on_window());
   EXPECT_TRUE(out.windows.empty());
-  clk.advance(1ms);   // t = 1000 ms: p1 silent 1 s -> idle; p0 silent 100 ms
+  clk.advance(1ms);  // t = 1000 ms: p1 silent 1 s -> idle; p0 silent 100 ms
   ws.tick(clk.now(), out.on_window());
   EXPECT_EQ(ws.watermark(), ms(12000));
   ASSERT_EQ(out.windows.size(), 1u);  // [0, 10000): p1's 0 and p0's 1000, 5000
@@ -287,7 +286,7 @@ TEST(window_sort, c02_idle_variant) {
   push(0, 32000);  // W = min(32000, 26000) = 26000: p1 holds W again
   EXPECT_EQ(ws.watermark(), ms(26000));
   EXPECT_EQ(out.windows.size(), 2u);  // [20000, 30000) still open: 26000 < 30000
-  push(1, 31000);  // W = min(32000, 31000) = 31000 >= 30000
+  push(1, 31000);                     // W = min(32000, 31000) = 31000 >= 30000
   ASSERT_EQ(out.windows.size(), 3u);
   EXPECT_EQ(times_ms(out.windows[2]), (std::vector<std::int64_t>{25000, 26000}));
 }
@@ -303,7 +302,7 @@ TEST(window_sort, two_inputs_watermark_is_the_minimum) {
   push(0, 5000);
   push(0, 15000);
   push(0, 25000);
-  push(1, 3000);   // W = min(25000, 3000) = 3000
+  push(1, 3000);  // W = min(25000, 3000) = 3000
   EXPECT_EQ(ws.watermark(), ms(3000));
   EXPECT_TRUE(out.windows.empty());
   push(1, 12000);  // W = min(25000, 12000) = 12000 >= 10000: [0, 10000) fires
@@ -337,8 +336,7 @@ TEST(window_sort, end_of_stream_fires_everything_in_window_order) {
   window_sorter<int> ws{{.length = 10s, .max_delay = 1h}, 2, clk.now()};
   collector out;
   for (std::int64_t t : {35000, -5000, 12000, 1000, 12000})
-    ws.push(0, record<int>{static_cast<int>(t), ms(t)}, clk.now(), out.on_window(),
-            out.on_late());
+    ws.push(0, record<int>{static_cast<int>(t), ms(t)}, clk.now(), out.on_window(), out.on_late());
   ws.push(1, record<int>{7, ms(7)}, clk.now(), out.on_window(), out.on_late());
   EXPECT_EQ(ws.open_windows(), 4u);  // [-10000,0) [0,10000) [10000,20000) [30000,40000)
   ws.end(0, out.on_window());
@@ -560,9 +558,10 @@ TEST(window_sort, matches_brute_force_reference) {
 
     // Sorter, times in ns.
     rill::manual_clock clk;
-    window_sorter<int> ws{{.length = std::chrono::nanoseconds{length},
-                           .max_delay = std::chrono::nanoseconds{delay}},
-                          1, clk.now()};
+    window_sorter<int> ws{
+        {.length = std::chrono::nanoseconds{length}, .max_delay = std::chrono::nanoseconds{delay}},
+        1,
+        clk.now()};
     std::vector<std::pair<window<int>, int>> got;  // window, arrival index when fired
     std::vector<int> got_late;
     int now_index = 0;
@@ -576,8 +575,8 @@ TEST(window_sort, matches_brute_force_reference) {
     now_index = n;
     ws.end(0, on_window);
 
-    SCOPED_TRACE(testing::Message() << "seed " << seed << " L " << length << " delay " << delay
-                                    << " n " << n);
+    SCOPED_TRACE(testing::Message()
+                 << "seed " << seed << " L " << length << " delay " << delay << " n " << n);
     EXPECT_EQ(got_late, ref_late);
     EXPECT_EQ(ws.late(), ref_late.size());
     ASSERT_EQ(got.size(), ref.size());
@@ -599,7 +598,7 @@ TEST(window_sort, matches_brute_force_reference) {
 
 TEST(window_sort, event_times_near_the_sentinels_do_not_overflow) {
   one_input s{{.length = 10s, .max_delay = 1s}};
-  s.push(1, rill::event_time_min);      // window saturates: [min, first boundary)
+  s.push(1, rill::event_time_min);  // window saturates: [min, first boundary)
   s.push(2, rill::event_time_min + 1ns);
   EXPECT_EQ(s.ws.open_windows(), 1u);   // both in the window of min
   s.push(3, rill::event_time_max);      // W = +infinity - 1 s = +infinity (saturates):

@@ -37,8 +37,7 @@ struct config_error : std::invalid_argument {
   /// `key`: the offending option name. `message`: the full human-readable reason.
   /// Throws std::bad_alloc only if the strings cannot be allocated.
   config_error(std::string key, const std::string& message)
-      : std::invalid_argument(message),
-        key_(std::make_shared<const std::string>(std::move(key))) {}
+      : std::invalid_argument(message), key_(std::make_shared<const std::string>(std::move(key))) {}
 
   /// The offending option name, e.g. "window_sort.max_buffered". Never throws.
   const std::string& key() const noexcept { return *key_; }

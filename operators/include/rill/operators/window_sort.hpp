@@ -71,8 +71,7 @@ struct window_sort_options {
     if (max_buffered == 0)
       throw config_error("window_sort.max_buffered", "window_sort.max_buffered must be >= 1");
     if (on_late != late_policy::side_output && on_late != late_policy::drop)
-      throw config_error("window_sort.on_late",
-                         "window_sort.on_late must be side_output or drop");
+      throw config_error("window_sort.on_late", "window_sort.on_late must be side_output or drop");
   }
 };
 
@@ -174,6 +173,8 @@ class window_sorter {
   ///     time already there (stable).
   ///  3. r's time is observed (may raise W; marks the input active), and every window
   ///     with end <= W fires through on_window, in window order.
+  /// A late record still counts as activity of its input (resets its idle timer; an
+  /// idle input that sends only late data is active again and holds W at its value).
   /// If the buffer is full (buffered() == max_buffered), windows that can fire on time
   /// fire first; if that frees nothing, the oldest open window fires early.
   /// Precondition: input < inputs. Throws std::bad_alloc or what a callback throws.
@@ -303,7 +304,8 @@ class window_sorter {
 
   void buffer(event_time start, record<T>&& r) {
     auto it = windows_.lower_bound(start);
-    if (it == windows_.end() || it->first != start) it = windows_.emplace_hint(it, start, open_window{});
+    if (it == windows_.end() || it->first != start)
+      it = windows_.emplace_hint(it, start, open_window{});
     append(it->second, std::move(r));
     ++buffered_;
   }
