@@ -1,0 +1,106 @@
+// pipeline_bench — records/s of an in-memory pipeline and packets/s of reading a capture,
+// side by side with a plain libpcap read loop (the ceiling for any pcap reader here).
+//
+//   BM_libpcap_read_loop          pcap_next_ex over the file, nothing else
+//   BM_pcap_reader_decode         rill::pcap_reader + decode (what the pcap source does)
+//   BM_pipeline_in_memory/W       vector_source -> map -> key_by -> window_sort -> sink, W workers
+//
+// Capture: $RILL_BENCH_PCAP, default ../shared/data/pcap/echo-connections.pcap.
+// Every benchmark checks its count (SkipWithError on mismatch).
+#include <benchmark/benchmark.h>
+#include <pcap/pcap.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+
+#include <rill/rill.hpp>
+
+using namespace std::chrono_literals;
+namespace {
+
+std::string capture_path() {
+  if (const char* p = std::getenv("RILL_BENCH_PCAP")) return p;
+  return std::string(RILL_SHARED_DIR) + "/data/pcap/echo-connections.pcap";
+}
+
+std::uint64_t libpcap_count(const std::string& path, std::uint64_t* bytes) {
+  char err[PCAP_ERRBUF_SIZE];
+  pcap_t* p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
+  if (!p) return 0;
+  pcap_pkthdr* h;
+  const u_char* d;
+  std::uint64_t n = 0, b = 0;
+  while (pcap_next_ex(p, &h, &d) == 1) {
+    ++n;
+    b += h->len;
+  }
+  pcap_close(p);
+  *bytes = b;
+  return n;
+}
+
+void BM_libpcap_read_loop(benchmark::State& state) {
+  const auto path = capture_path();
+  std::uint64_t n = 0, bytes = 0;
+  for (auto _ : state) n = libpcap_count(path, &bytes);
+  if (n == 0) state.SkipWithError(("cannot read " + path).c_str());
+  state.SetItemsProcessed(std::int64_t(n * state.iterations()));
+  state.counters["packets"] = double(n);
+}
+
+void BM_pcap_reader_decode(benchmark::State& state) {
+  const auto path = capture_path();
+  std::uint64_t ref_bytes = 0;
+  const auto ref = libpcap_count(path, &ref_bytes);
+  std::uint64_t n = 0, bytes = 0;
+  for (auto _ : state) {
+    auto r = rill::pcap_reader::open(path);
+    rill::packet p;
+    n = bytes = 0;
+    while (r.next(p) == rill::read_status::ok) {
+      ++n;
+      bytes += p.wire_len;
+    }
+  }
+  if (n != ref || bytes != ref_bytes) state.SkipWithError("count/bytes differ from libpcap's");
+  state.SetItemsProcessed(std::int64_t(n * state.iterations()));
+}
+
+void BM_pipeline_in_memory(benchmark::State& state) {
+  const std::size_t workers = std::size_t(state.range(0));
+  const int n = 1'000'000;
+  std::vector<std::vector<rill::record<std::uint64_t>>> splits(2);
+  for (int i = 0; i < n; ++i) {
+    // 1 ms apart, up to 3 ms out of order; 10 s windows, 5 ms delay: nothing late.
+    const auto t = std::chrono::milliseconds{i} - std::chrono::milliseconds{(i * 7) % 4};
+    splits[i % 2].push_back({std::uint64_t(i), rill::event_time{t}});
+  }
+  rill::vector_source<std::uint64_t> src{splits};
+  rill::runtime rt{{.workers = workers, .topology = "1 node x 2 cores"}};
+  for (auto _ : state) {
+    auto count = std::make_shared<std::atomic<std::uint64_t>>(0);
+    auto sum = std::make_shared<std::atomic<std::uint64_t>>(0);
+    auto job = rill::from(src)
+                   .map([](std::uint64_t x) { return x * 3; })
+                   .key_by([](const std::uint64_t& x) { return x % 1024; })
+                   .window_sort({.length = 10s, .max_delay = 5ms})
+                   .sink([count, sum](rill::window<std::uint64_t>&& w) {
+                     std::uint64_t s = 0;
+                     for (auto& r : w.records) s += r.value;
+                     count->fetch_add(w.records.size());
+                     sum->fetch_add(s);
+                   });
+    rt.run(job);
+    if (count->load() != std::uint64_t(n) || sum->load() != 3ull * n * (n - 1) / 2)
+      state.SkipWithError("checksum mismatch");
+  }
+  state.SetItemsProcessed(std::int64_t(n) * state.iterations());
+}
+
+}  // namespace
+
+BENCHMARK(BM_libpcap_read_loop)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_pcap_reader_decode)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_pipeline_in_memory)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_MAIN();
