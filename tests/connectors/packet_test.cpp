@@ -26,7 +26,7 @@ constexpr int linktype_sll2 = 276;
 std::optional<rill::packet> decode_copy(int linktype, const bytes& b,
                                         std::optional<std::uint32_t> wire_len = {}) {
   auto heap = std::make_unique<std::byte[]>(b.size() + (b.empty() ? 1 : 0));
-  std::memcpy(heap.get(), b.data(), b.size());
+  if (!b.empty()) std::memcpy(heap.get(), b.data(), b.size());
   return decode(linktype, std::span<const std::byte>(heap.get(), b.size()),
                 wire_len.value_or(static_cast<std::uint32_t>(b.size())),
                 rill::event_time{std::chrono::nanoseconds{42}});

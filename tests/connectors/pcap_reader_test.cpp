@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -140,6 +141,10 @@ TEST(pcap_reader_truth, every_shared_capture_matches_its_truth_json) {
     EXPECT_EQ(got.non_ip, want.non_ip);
     EXPECT_EQ(got.conversations.size(), want.conversations.size());
     EXPECT_TRUE(got.conversations == want.conversations) << describe_differences(got, want);
+    std::cout << "[ truth    ] " << file.filename().string() << ": " << got.packets << " packets, "
+              << got.bytes << " bytes, " << got.conversations.size() << " conversations, non_ip "
+              << got.non_ip << (describe_differences(got, want).empty() ? ": exact match" : ": DIFFERS")
+              << "\n";
   }
 }
 
