@@ -272,6 +272,14 @@ struct shared_sink_stage final : stage_in<T> {
     c->add(c->in);
     s->write(worker, std::move(r));
   }
+  /// Optional sink backpressure: a sink with `bool flush(worker)` is asked before each
+  /// source slice; false = it is full and the source waits.
+  bool on_flush() override {
+    if constexpr (requires(S& x) { { x.flush(std::size_t{}) } -> std::convertible_to<bool>; })
+      return s->flush(worker);
+    else
+      return true;
+  }
   void on_progress(std::size_t in, event_time t) override {
     frontier[in] = std::max(frontier[in], t);
     const auto m = *std::min_element(frontier.begin(), frontier.end());

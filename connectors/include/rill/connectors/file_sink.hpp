@@ -1,0 +1,97 @@
+// rill/connectors/file_sink.hpp — fixed-size records to segment files of a fixed size,
+// named by the first and last record index they hold.
+//
+// Defines:
+//   rill::segment_file_options  directory, prefix, record size, records per segment
+//   rill::segment_file_sink     buffers on the caller's thread, writes on a thread of its own
+//
+// Example:
+//   rill::segment_file_sink files{{.directory = "out/indexer", .record_bytes = 32,
+//                                  .records_per_segment = 1 << 20}};        // 32 MiB files
+//   files.write_framed(wire, n);            // n records of 32 bytes, back to back
+//   files.close();                          // flush, rename the last segment, join
+//   // out/indexer/seg-00000000000000000000-00000000000001048575.seg, ...
+//
+// Naming: PREFIX-FIRST-LAST.seg, FIRST and LAST the indexes (inclusive, 20 digits, so a
+// lexical sort is index order) of the first and last record inside, counted from
+// first_index. A segment is written as PREFIX-FIRST.part and renamed when it is full (or
+// at close()): a .seg file is always complete. `cat DIR/*.seg` is the stream.
+//
+// Blocking: file I/O happens on the sink's own thread (DESIGN.md: blocking calls get
+// their own thread), never on the caller's; write_framed() only copies into a buffer.
+// Bounded: writable() is false while more than buffer_bytes wait for the disk.
+// Errors: a directory that cannot be created throws std::system_error from the
+// constructor; a failed write/rename sets error() ("PATH: strerror") and failed(), and
+// later records are counted as dropped.
+//
+// Thread safety: write_framed/writable/close from one thread (the producer); stats and
+// error() from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace rill {
+
+struct segment_file_options {
+  std::string directory = ".";
+  std::string prefix = "seg";
+  std::size_t record_bytes = 32;
+  std::uint64_t records_per_segment = std::uint64_t{1} << 20;
+  std::uint64_t first_index = 0;
+  /// Soft cap of bytes waiting for the disk thread.
+  std::size_t buffer_bytes = std::size_t{64} << 20;
+  /// Bytes handed to the disk thread at once.
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+};
+
+class segment_file_sink {
+ public:
+  /// Creates the directory (throws std::system_error naming it on failure); throws
+  /// config_error("segment_file.record_bytes"/"records_per_segment") for zeros.
+  explicit segment_file_sink(segment_file_options o);
+  ~segment_file_sink();  ///< close()s.
+  segment_file_sink(const segment_file_sink&) = delete;
+  segment_file_sink& operator=(const segment_file_sink&) = delete;
+
+  /// `wire` = `n` whole records (n * record_bytes bytes). Returns false (counted as
+  /// dropped) when the sink failed or the size is not n * record_bytes.
+  bool write_framed(std::span<const std::byte> wire, std::size_t n);
+  bool writable() const noexcept;
+  /// Flushes everything, renames the last segment, joins the thread. Blocks the caller
+  /// for the disk time: not from a worker. Idempotent.
+  void close();
+
+  bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  std::string error() const;
+  std::uint64_t records_written() const noexcept { return written_.load(std::memory_order_relaxed); }
+  std::uint64_t records_dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  /// Completed segment files, in index order. Any thread.
+  std::vector<std::string> files() const;
+
+ private:
+  void run();
+  void hand_over();
+  segment_file_options o_;
+  std::vector<std::byte> cur_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::vector<std::byte>> q_;
+  std::atomic<std::size_t> queued_{0};
+  std::atomic<std::uint64_t> written_{0}, dropped_{0};
+  std::atomic<bool> failed_{false};
+  bool done_ = false, closed_ = false;
+  std::string error_;
+  std::vector<std::string> files_;
+  std::thread thread_;
+};
+
+}  // namespace rill
