@@ -10,8 +10,11 @@
 //
 // Threads are pinned round robin to the online cores (pthread_setaffinity_np): producer p
 // on core p, consumer c on core c + 1. Every run checks the sum of the values it received
-// and fails with SkipWithError on a mismatch. All queues hold 1024 elements (moodycamel:
-// pre-allocated for 1024 per producer, try_enqueue never allocates).
+// and fails with SkipWithError on a mismatch. All queues hold 1024 elements, except
+// moodycamel: it is pre-allocated for 1024 per producer but pushed with enqueue(), which
+// allocates when needed (unbounded). Its try_enqueue() livelocks at 2P2C: an explicit
+// producer keeps the blocks it used, so once one producer holds every pre-allocated block
+// the other's try_enqueue fails forever.
 //
 // Run: numa_ring_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <atomic_queue/atomic_queue.h>
@@ -198,7 +201,7 @@ struct moodycamel_q {
   struct producer_handle {
     moodycamel::ConcurrentQueue<E>* q;
     moodycamel::ProducerToken tok;
-    bool try_push(E&& e) { return q->try_enqueue(tok, std::move(e)); }
+    bool try_push(E&& e) { return q->enqueue(tok, std::move(e)); }  // see file comment
   };
   struct consumer_handle {
     moodycamel::ConcurrentQueue<E>* q;
