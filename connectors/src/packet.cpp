@@ -16,11 +16,11 @@ using addr16 = std::array<std::uint8_t, 16>;
 
 constexpr std::uint16_t ethertype_ipv4 = 0x0800;
 constexpr std::uint16_t ethertype_ipv6 = 0x86dd;
-constexpr std::uint16_t ethertype_vlan = 0x8100;       // IEEE 802.1Q
-constexpr std::uint16_t ethertype_qinq = 0x88a8;       // IEEE 802.1ad S-tag
-constexpr std::uint16_t ethertype_qinq_old = 0x9100;   // pre-standard QinQ
-constexpr std::uint16_t ethertype_min = 0x0600;        // below: 802.3 length / SLL special
-constexpr std::uint16_t arphrd_netlink = 824;          // SLL/SLL2: protocol is a netlink family
+constexpr std::uint16_t ethertype_vlan = 0x8100;      // IEEE 802.1Q
+constexpr std::uint16_t ethertype_qinq = 0x88a8;      // IEEE 802.1ad S-tag
+constexpr std::uint16_t ethertype_qinq_old = 0x9100;  // pre-standard QinQ
+constexpr std::uint16_t ethertype_min = 0x0600;       // below: 802.3 length / SLL special
+constexpr std::uint16_t arphrd_netlink = 824;         // SLL/SLL2: protocol is a netlink family
 
 constexpr std::uint8_t proto_icmp = 1;
 constexpr std::uint8_t proto_tcp = 6;
@@ -42,11 +42,16 @@ inline std::uint16_t be16(const std::uint8_t* p) noexcept {
 
 ip_proto map_proto(std::uint8_t num) noexcept {
   switch (num) {
-    case proto_tcp: return ip_proto::tcp;
-    case proto_udp: return ip_proto::udp;
-    case proto_icmp: return ip_proto::icmp;
-    case proto_icmpv6: return ip_proto::icmpv6;
-    default: return ip_proto::other;
+    case proto_tcp:
+      return ip_proto::tcp;
+    case proto_udp:
+      return ip_proto::udp;
+    case proto_icmp:
+      return ip_proto::icmp;
+    case proto_icmpv6:
+      return ip_proto::icmpv6;
+    default:
+      return ip_proto::other;
   }
 }
 
@@ -211,12 +216,18 @@ void decode_ethertype(std::uint16_t type, const std::uint8_t* p, std::size_t n,
 
 std::string_view to_string(ip_proto p) noexcept {
   switch (p) {
-    case ip_proto::tcp: return "tcp";
-    case ip_proto::udp: return "udp";
-    case ip_proto::icmp: return "icmp";
-    case ip_proto::icmpv6: return "icmpv6";
-    case ip_proto::other: return "other";
-    case ip_proto::non_ip: return "non_ip";
+    case ip_proto::tcp:
+      return "tcp";
+    case ip_proto::udp:
+      return "udp";
+    case ip_proto::icmp:
+      return "icmp";
+    case ip_proto::icmpv6:
+      return "icmpv6";
+    case ip_proto::other:
+      return "other";
+    case ip_proto::non_ip:
+      return "non_ip";
   }
   return "unknown";
 }
@@ -249,7 +260,8 @@ std::string ip_text(std::uint8_t version, const addr16& a) {
   return buf;
 }
 
-std::string endpoint_text(std::uint8_t version, const addr16& a, std::optional<std::uint16_t> port) {
+std::string endpoint_text(std::uint8_t version, const addr16& a,
+                          std::optional<std::uint16_t> port) {
   std::string ip = ip_text(version, a);
   if (!port || ip.empty()) return ip;
   if (version == 6) return "[" + ip + "]:" + std::to_string(*port);
@@ -271,8 +283,17 @@ std::string flow_key::to_string() const {
 
 bool is_supported_linktype(int linktype) noexcept {
   switch (linktype) {
-    case 1: case 12: case 14: case 101: case 113: case 228: case 229: case 276: return true;
-    default: return false;
+    case 1:
+    case 12:
+    case 14:
+    case 101:
+    case 113:
+    case 228:
+    case 229:
+    case 276:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -321,9 +342,15 @@ std::optional<packet> decode(int linktype, std::span<const std::byte> data, std:
       }
       break;
     }
-    case 228: decode_ip(p, n, 4, out); break;
-    case 229: decode_ip(p, n, 6, out); break;
-    default: decode_ip(p, n, 0, out); break;  // 12, 14, 101: raw IP, version from the header
+    case 228:
+      decode_ip(p, n, 4, out);
+      break;
+    case 229:
+      decode_ip(p, n, 6, out);
+      break;
+    default:
+      decode_ip(p, n, 0, out);
+      break;  // 12, 14, 101: raw IP, version from the header
   }
   return out;
 }

@@ -18,13 +18,20 @@ class pcap_category_impl final : public std::error_category {
   const char* name() const noexcept override { return "pcap"; }
   std::string message(int ev) const override {
     switch (static_cast<pcap_errc>(ev)) {
-      case pcap_errc::open_failed: return "cannot open capture";
-      case pcap_errc::empty_file: return "empty capture file";
-      case pcap_errc::not_a_capture: return "not a pcap or pcapng capture";
-      case pcap_errc::unsupported_linktype: return "unsupported link type";
-      case pcap_errc::truncated_record: return "capture ends inside a record";
-      case pcap_errc::read_failed: return "cannot read capture record";
-      case pcap_errc::live_open_failed: return "cannot open interface for capture";
+      case pcap_errc::open_failed:
+        return "cannot open capture";
+      case pcap_errc::empty_file:
+        return "empty capture file";
+      case pcap_errc::not_a_capture:
+        return "not a pcap or pcapng capture";
+      case pcap_errc::unsupported_linktype:
+        return "unsupported link type";
+      case pcap_errc::truncated_record:
+        return "capture ends inside a record";
+      case pcap_errc::read_failed:
+        return "cannot read capture record";
+      case pcap_errc::live_open_failed:
+        return "cannot open interface for capture";
     }
     return "unknown pcap error";
   }
@@ -64,12 +71,14 @@ pcap_reader pcap_reader::open(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     const int err = errno;
-    throw pcap_error(pcap_errc::open_failed, "cannot open capture " + path + ": " + std::strerror(err));
+    throw pcap_error(pcap_errc::open_failed,
+                     "cannot open capture " + path + ": " + std::strerror(err));
   }
   struct stat st {};
   if (::fstat(::fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
     std::fclose(f);
-    throw pcap_error(pcap_errc::open_failed, "cannot open capture " + path + ": not a regular file");
+    throw pcap_error(pcap_errc::open_failed,
+                     "cannot open capture " + path + ": not a regular file");
   }
   if (S_ISREG(st.st_mode) && st.st_size == 0) {
     std::fclose(f);
@@ -109,8 +118,9 @@ pcap_reader pcap_reader::open_live(const std::string& interface) {
   if (rc < 0) {
     std::string detail = ::pcap_geterr(h->p);
     if (detail.empty()) detail = ::pcap_statustostr(rc);
-    throw pcap_error(pcap_errc::live_open_failed, "cannot capture on interface " + interface +
-                                                      ": " + ::pcap_statustostr(rc) + ": " + detail);
+    throw pcap_error(
+        pcap_errc::live_open_failed,
+        "cannot capture on interface " + interface + ": " + ::pcap_statustostr(rc) + ": " + detail);
   }
   h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
   const int dlt = ::pcap_datalink(h->p);
@@ -148,7 +158,8 @@ read_status pcap_reader::next(pcap_record& out) noexcept {
   const int rc = ::pcap_next_ex(h_->p, &hdr, &bytes);
   if (rc == 1) {
     const std::int64_t frac = h_->nano ? hdr->ts.tv_usec : std::int64_t{hdr->ts.tv_usec} * 1000;
-    out.time = event_time{std::chrono::nanoseconds{std::int64_t{hdr->ts.tv_sec} * 1'000'000'000 + frac}};
+    out.time =
+        event_time{std::chrono::nanoseconds{std::int64_t{hdr->ts.tv_sec} * 1'000'000'000 + frac}};
     out.cap_len = hdr->caplen;
     out.wire_len = hdr->len;
     out.file_offset = offset;
@@ -168,8 +179,9 @@ read_status pcap_reader::next(pcap_record& out) noexcept {
     const bool cut = detail.find("truncated") != std::string::npos;
     std::string where = live_ ? "interface " + name_ : name_;
     if (offset >= 0) where += ": record at byte offset " + std::to_string(offset);
-    return fail(cut ? pcap_errc::truncated_record : pcap_errc::read_failed,
-                where + (cut ? " is cut off (file ends inside it): " : " cannot be read: ") + detail);
+    return fail(
+        cut ? pcap_errc::truncated_record : pcap_errc::read_failed,
+        where + (cut ? " is cut off (file ends inside it): " : " cannot be read: ") + detail);
   } catch (...) {  // bad_alloc while formatting: still report the error
     return fail(pcap_errc::read_failed, {});
   }

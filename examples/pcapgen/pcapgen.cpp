@@ -80,12 +80,13 @@ constexpr std::uint32_t server_ip = 0xc0a80001;  // 192.168.0.1
 constexpr std::size_t eth_len = 14, ip_len = 20, tcp_len = 20, udp_len = 8;
 
 // Builds packet `seq` of flow `flow` into `frame`; returns its length.
-std::size_t build_frame(std::uint64_t flow, std::uint64_t seq, std::array<std::uint8_t, 256>& frame) {
+std::size_t build_frame(std::uint64_t flow, std::uint64_t seq,
+                        std::array<std::uint8_t, 256>& frame) {
   const bool is_tcp = flow % 2 == 0;
   const bool to_server = seq % 2 == 0;
   const std::uint32_t client_ip = 0x0a000000u + static_cast<std::uint32_t>(1 + flow / 50000);
   const std::uint16_t client_port = static_cast<std::uint16_t>(10000 + flow % 50000);
-  const std::uint16_t server_port = is_tcp ? 80 : 40000;  // 40000: no dissector guesses at it
+  const std::uint16_t server_port = is_tcp ? 80 : 40000;    // 40000: no dissector guesses at it
   const std::size_t payload = (seq * 37 + flow * 11) % 64;  // 0..63 bytes
   const std::size_t l4 = is_tcp ? tcp_len : udp_len;
   const std::size_t total = ip_len + l4 + payload;
@@ -93,7 +94,8 @@ std::size_t build_frame(std::uint64_t flow, std::uint64_t seq, std::array<std::u
   // Ethernet: 02:00:00:00:00:01 <-> 02:00:00:00:00:02, IPv4.
   const std::array<std::uint8_t, 6> mac_c{2, 0, 0, 0, 0, 1}, mac_s{2, 0, 0, 0, 0, 2};
   std::copy(to_server ? mac_s.begin() : mac_c.begin(), to_server ? mac_s.end() : mac_c.end(), p);
-  std::copy(to_server ? mac_c.begin() : mac_s.begin(), to_server ? mac_c.end() : mac_s.end(), p + 6);
+  std::copy(to_server ? mac_c.begin() : mac_s.begin(), to_server ? mac_c.end() : mac_s.end(),
+            p + 6);
   put16(p + 12, 0x0800);
   std::uint8_t* ip = p + eth_len;
   ip[0] = 0x45;
@@ -123,7 +125,8 @@ std::size_t build_frame(std::uint64_t flow, std::uint64_t seq, std::array<std::u
     put16(t + 6, 0);
   }
   std::uint8_t* data = t + l4;
-  for (std::size_t i = 0; i < payload; ++i) data[i] = static_cast<std::uint8_t>('a' + (seq + i) % 26);
+  for (std::size_t i = 0; i < payload; ++i)
+    data[i] = static_cast<std::uint8_t>('a' + (seq + i) % 26);
   return eth_len + total;
 }
 
@@ -136,9 +139,11 @@ int main(int argc, char** argv) {
   std::string jitter_text = "2ms", interval_text = "10us";
   bool nano = false, quiet = false;
   app.add_option("--output,-o", output, "pcap file to write")->capture_default_str();
-  app.add_option("--flows", flows, "number of flows (even: TCP, odd: UDP)")->capture_default_str()
+  app.add_option("--flows", flows, "number of flows (even: TCP, odd: UDP)")
+      ->capture_default_str()
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32));
-  app.add_option("--packets-per-flow", per_flow, "packets in each flow")->capture_default_str()
+  app.add_option("--packets-per-flow", per_flow, "packets in each flow")
+      ->capture_default_str()
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32));
   app.add_option("--jitter", jitter_text, "max timestamp jitter (ns/us/ms/s), 0 = in order")
       ->capture_default_str();
@@ -183,7 +188,8 @@ int main(int argc, char** argv) {
   std::int64_t prev = 0;
   for (std::uint64_t i = 0; i < total; ++i) {
     const std::uint64_t flow = i % flows, seq = i / flows;
-    const std::int64_t u = static_cast<std::int64_t>(splitmix64(seed * 0x100000001b3ull ^ i) % span);
+    const std::int64_t u =
+        static_cast<std::int64_t>(splitmix64(seed * 0x100000001b3ull ^ i) % span);
     std::int64_t t = start_ns + static_cast<std::int64_t>(i) * interval->count() + u;
     if (!nano) t -= t % 1000;  // what a µs file can hold, so the summary is exact
     if (i > 0 && t < prev) ++back_steps;

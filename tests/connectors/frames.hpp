@@ -5,7 +5,8 @@
 //   auto f = frames::eth(frames::eth_ipv4,
 //                        frames::ipv4(frames::v4(10, 0, 0, 1), frames::v4(10, 0, 0, 2), 17,
 //                                     frames::udp(1234, 53, {})));
-//   frames::write_pcap(path, 1, {frames::rec(1'000'000'001, f)}, frames::file_options{.nano = true});
+//   frames::write_pcap(path, 1, {frames::rec(1'000'000'001, f)}, frames::file_options{.nano =
+//   true});
 #pragma once
 
 #include <array>

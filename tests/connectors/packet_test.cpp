@@ -51,7 +51,8 @@ TEST(ip_proto, names) {
 }
 
 TEST(decode, ethernet_ipv4_udp_both_directions_share_one_key) {
-  auto fwd = must_decode(linktype_ethernet, eth(eth_ipv4, ipv4(h1, h2, 17, udp(40000, 53, {1, 2}))));
+  auto fwd =
+      must_decode(linktype_ethernet, eth(eth_ipv4, ipv4(h1, h2, 17, udp(40000, 53, {1, 2}))));
   auto rev = must_decode(linktype_ethernet, eth(eth_ipv4, ipv4(h2, h1, 17, udp(53, 40000, {3}))));
   EXPECT_EQ(fwd.key, rev.key);
   EXPECT_EQ(std::hash<rill::flow_key>{}(fwd.key), std::hash<rill::flow_key>{}(rev.key));
@@ -70,8 +71,9 @@ TEST(decode, ethernet_ipv4_udp_both_directions_share_one_key) {
 }
 
 TEST(decode, same_address_orders_by_port) {
-  auto p = must_decode(linktype_ethernet,
-                       eth(eth_ipv4, ipv4(v4(127, 0, 0, 1), v4(127, 0, 0, 1), 6, tcp(7000, 50000, {}))));
+  auto p =
+      must_decode(linktype_ethernet,
+                  eth(eth_ipv4, ipv4(v4(127, 0, 0, 1), v4(127, 0, 0, 1), 6, tcp(7000, 50000, {}))));
   EXPECT_EQ(p.key.a_endpoint(), "127.0.0.1:7000");
   EXPECT_EQ(p.key.b_endpoint(), "127.0.0.1:50000");
   EXPECT_TRUE(p.from_a);
@@ -112,12 +114,14 @@ TEST(decode, ipv6_text_matches_tshark) {
 }
 
 TEST(decode, other_ip_protocol_is_keyed_by_address_pair) {
-  auto p = must_decode(linktype_ethernet, eth(eth_ipv4, ipv4(h1, v4(224, 0, 0, 22), 2, bytes(8, 0))));
+  auto p =
+      must_decode(linktype_ethernet, eth(eth_ipv4, ipv4(h1, v4(224, 0, 0, 22), 2, bytes(8, 0))));
   EXPECT_EQ(p.key.proto, ip_proto::other);  // IGMP
   EXPECT_EQ(p.key.a_endpoint(), "192.168.1.10");
   EXPECT_EQ(p.key.b_endpoint(), "224.0.0.22");
   // IP-in-IP: the outer header decides, inner TCP ports are not used.
-  auto t = must_decode(linktype_ethernet, eth(eth_ipv4, ipv4(h1, h2, 4, ipv4(h1, h2, 6, tcp(1, 2, {})))));
+  auto t = must_decode(linktype_ethernet,
+                       eth(eth_ipv4, ipv4(h1, h2, 4, ipv4(h1, h2, 6, tcp(1, 2, {})))));
   EXPECT_EQ(t.key.proto, ip_proto::other);
   EXPECT_FALSE(t.key.a_port.has_value());
 }
@@ -143,7 +147,8 @@ TEST(decode, vlan_and_qinq_tags_are_metadata) {
   EXPECT_EQ(one.vlan_inner, 0);
   EXPECT_EQ(one.key, plain.key);
   for (std::uint16_t tpid : {std::uint16_t{0x88a8}, std::uint16_t{0x9100}}) {
-    auto two = must_decode(linktype_ethernet, eth(tpid, vlan(10, 0x8100, vlan(20, eth_ipv4, inner))));
+    auto two =
+        must_decode(linktype_ethernet, eth(tpid, vlan(10, 0x8100, vlan(20, eth_ipv4, inner))));
     EXPECT_EQ(two.vlan_outer, 10);
     EXPECT_EQ(two.vlan_inner, 20);
     EXPECT_EQ(two.key, plain.key);
@@ -174,7 +179,8 @@ TEST(decode, linux_cooked_sll_and_sll2) {
     EXPECT_EQ(tagged.vlan_outer, 33);
     EXPECT_EQ(tagged.key, p4.key);
     EXPECT_EQ(must_decode(lt, wrap(eth_arp, bytes(28, 0))).key.proto, ip_proto::non_ip);
-    EXPECT_EQ(must_decode(lt, wrap(0x0004 /*802.2 LLC*/, bytes(28, 0))).key.proto, ip_proto::non_ip);
+    EXPECT_EQ(must_decode(lt, wrap(0x0004 /*802.2 LLC*/, bytes(28, 0))).key.proto,
+              ip_proto::non_ip);
     // Netlink capture: the protocol field is a netlink family, not an ethertype.
     EXPECT_EQ(must_decode(lt, wrap(eth_ipv4, v4pkt, 824)).key.proto, ip_proto::non_ip);
     // Link header itself cut.
@@ -210,18 +216,21 @@ TEST(decode, unsupported_link_type_is_nullopt) {
 TEST(decode, ipv6_extension_header_chain_is_walked) {
   const addr16 a = v6(0x2001, 0xa), b = v6(0x2001, 0xb);
   // HBH -> Routing -> DstOpts(2 extra units) -> TCP
-  auto p = must_decode(linktype_ethernet,
-                       eth(eth_ipv6, ipv6(a, b, 0, ext8(43, 0, ext8(60, 2, ext8(6, 0, tcp(8080, 9090, {})))))));
+  auto p = must_decode(
+      linktype_ethernet,
+      eth(eth_ipv6, ipv6(a, b, 0, ext8(43, 0, ext8(60, 2, ext8(6, 0, tcp(8080, 9090, {})))))));
   EXPECT_EQ(p.key.proto, ip_proto::tcp);
   EXPECT_EQ(p.key.a_endpoint(), "[2001::a]:8080");
   EXPECT_EQ(p.key.b_endpoint(), "[2001::b]:9090");
   EXPECT_FALSE(p.truncated);
   // AH -> UDP
-  auto q = must_decode(linktype_ethernet, eth(eth_ipv6, ipv6(a, b, 51, ah(17, udp(500, 4500, {})))));
+  auto q =
+      must_decode(linktype_ethernet, eth(eth_ipv6, ipv6(a, b, 51, ah(17, udp(500, 4500, {})))));
   EXPECT_EQ(q.key.proto, ip_proto::udp);
   EXPECT_EQ(q.key.a_endpoint(), "[2001::a]:500");
   // IPv4 AH -> TCP
-  auto r = must_decode(linktype_ethernet, eth(eth_ipv4, ipv4(h1, h2, 51, ah(6, tcp(22, 60000, {})))));
+  auto r =
+      must_decode(linktype_ethernet, eth(eth_ipv4, ipv4(h1, h2, 51, ah(6, tcp(22, 60000, {})))));
   EXPECT_EQ(r.key.proto, ip_proto::tcp);
   EXPECT_EQ(r.key.a_endpoint(), "10.0.0.2:60000");
   // ESP and No Next Header are "other", keyed by addresses.
@@ -249,7 +258,8 @@ TEST(decode, c18_ipv6_fragments) {
   EXPECT_EQ(first.key.b_endpoint(), "[2001::2]:6000");
   bytes rest{0x12, 0x34, 0x56, 0x78};
   rest.resize(3000 + 8 - 1448, 0xdd);
-  auto second = must_decode(linktype_ethernet, eth(eth_ipv6, ipv6(a, b, 44, frag6(17, 181, false, rest))));
+  auto second =
+      must_decode(linktype_ethernet, eth(eth_ipv6, ipv6(a, b, 44, frag6(17, 181, false, rest))));
   EXPECT_TRUE(second.fragment);
   EXPECT_FALSE(second.truncated);
   EXPECT_EQ(second.key.proto, ip_proto::udp);
@@ -260,8 +270,9 @@ TEST(decode, c18_ipv6_fragments) {
 }
 
 TEST(decode, c18_ipv4_fragments) {
-  auto first = must_decode(linktype_ethernet,
-                           eth(eth_ipv4, ipv4(h1, h2, 17, udp(5000, 6000, bytes(1472, 0)), 0x2000 | 0)));
+  auto first =
+      must_decode(linktype_ethernet,
+                  eth(eth_ipv4, ipv4(h1, h2, 17, udp(5000, 6000, bytes(1472, 0)), 0x2000 | 0)));
   EXPECT_TRUE(first.fragment);
   EXPECT_EQ(first.key.a_endpoint(), "10.0.0.2:6000");
   EXPECT_EQ(first.key.b_endpoint(), "192.168.1.10:5000");
@@ -343,7 +354,10 @@ TEST(decode, every_prefix_is_safe) {
   const addr16 a = v6(0x2001, 0xa), b = v6(0x2001, 0xb);
   const std::vector<std::pair<int, bytes>> frames_in = {
       {linktype_ethernet, eth(eth_ipv4, ipv4(h1, h2, 6, tcp(1, 2, {})))},
-      {linktype_ethernet, eth(0x88a8, vlan(1, 0x8100, vlan(2, eth_ipv6, ipv6(a, b, 0, ext8(44, 0, frag6(17, 0, true, udp(1, 2, {})))))))},
+      {linktype_ethernet,
+       eth(0x88a8,
+           vlan(1, 0x8100,
+                vlan(2, eth_ipv6, ipv6(a, b, 0, ext8(44, 0, frag6(17, 0, true, udp(1, 2, {})))))))},
       {linktype_ethernet, eth(eth_ipv6, ipv6(a, b, 51, ah(6, tcp(1, 2, {}))))},
       {linktype_ethernet, eth(eth_ipv4, ipv4(h1, h2, 51, ah(17, udp(1, 2, {}))))},
       {linktype_sll, sll(eth_ipv4, ipv4(h1, h2, 17, udp(1, 2, {})))},

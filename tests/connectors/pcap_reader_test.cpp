@@ -38,7 +38,8 @@ struct truth {
   std::map<std::string, std::uint64_t> by_proto;
   std::uint64_t non_ip = 0;
   // (proto, a, b) -> (packets, bytes), a < b as text.
-  std::map<std::tuple<std::string, std::string, std::string>, std::pair<std::uint64_t, std::uint64_t>>
+  std::map<std::tuple<std::string, std::string, std::string>,
+           std::pair<std::uint64_t, std::uint64_t>>
       conversations;
 };
 
@@ -71,7 +72,8 @@ truth from_json(const nlohmann::json& j) {
 
 std::string describe_differences(const truth& got, const truth& want) {
   std::ostringstream os;
-  if (got.packets != want.packets) os << "packets " << got.packets << " != " << want.packets << "\n";
+  if (got.packets != want.packets)
+    os << "packets " << got.packets << " != " << want.packets << "\n";
   if (got.bytes != want.bytes) os << "bytes " << got.bytes << " != " << want.bytes << "\n";
   if (got.non_ip != want.non_ip) os << "non_ip " << got.non_ip << " != " << want.non_ip << "\n";
   if (got.by_proto != want.by_proto) {
@@ -85,8 +87,8 @@ std::string describe_differences(const truth& got, const truth& want) {
     auto it = want.conversations.find(k);
     if ((it == want.conversations.end() || it->second != v) && shown++ < 10) {
       os << "got  " << std::get<0>(k) << " " << std::get<1>(k) << " " << std::get<2>(k) << " "
-         << v.first << "/" << v.second
-         << (it == want.conversations.end() ? " (not in truth)" : "") << "\n";
+         << v.first << "/" << v.second << (it == want.conversations.end() ? " (not in truth)" : "")
+         << "\n";
     }
   }
   for (const auto& [k, v] : want.conversations) {
@@ -143,8 +145,8 @@ TEST(pcap_reader_truth, every_shared_capture_matches_its_truth_json) {
     EXPECT_TRUE(got.conversations == want.conversations) << describe_differences(got, want);
     std::cout << "[ truth    ] " << file.filename().string() << ": " << got.packets << " packets, "
               << got.bytes << " bytes, " << got.conversations.size() << " conversations, non_ip "
-              << got.non_ip << (describe_differences(got, want).empty() ? ": exact match" : ": DIFFERS")
-              << "\n";
+              << got.non_ip
+              << (describe_differences(got, want).empty() ? ": exact match" : ": DIFFERS") << "\n";
   }
 }
 
@@ -223,7 +225,8 @@ void expect_pcap_error(Fn fn, pcap_errc code, std::vector<std::string> parts) {
     EXPECT_EQ(e.code(), code) << e.what();
     EXPECT_STREQ(e.code().category().name(), "pcap");
     for (const auto& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what() << " lacks " << part;
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << e.what() << " lacks " << part;
     }
   }
 }
@@ -233,7 +236,8 @@ TEST_F(pcap_files, microsecond_little_endian_and_nanosecond_big_endian) {
                                     rec(1'700'000'001'000'001'000, udp_reply(2, 1))};
   std::vector<record> ns_recs = recs;
   ns_recs[0].time_ns += 789;  // not representable in µs
-  for (auto [nano, be] : std::vector<std::pair<bool, bool>>{{false, false}, {false, true}, {true, false}, {true, true}}) {
+  for (auto [nano, be] : std::vector<std::pair<bool, bool>>{
+           {false, false}, {false, true}, {true, false}, {true, true}}) {
     SCOPED_TRACE(std::string(nano ? "ns " : "us ") + (be ? "BE" : "LE"));
     const auto path = dir_ / "f.pcap";
     const auto& rs = nano ? ns_recs : recs;
@@ -314,9 +318,8 @@ TEST_F(pcap_files, c15_caplen_above_len_then_valid_records) {
   r1.insert(r1.end(), hdr.begin(), hdr.begin() + 14);
   r1.resize(60, 0);
   const auto path = dir_ / "c15.pcap";
-  write_pcap(path, 1, {rec(1, r1, 28),
-                       rec(2, udp_frame(1000, 2000)),
-                       rec(3, udp_reply(2000, 1000))});
+  write_pcap(path, 1,
+             {rec(1, r1, 28), rec(2, udp_frame(1000, 2000)), rec(3, udp_reply(2000, 1000))});
   auto r = rill::pcap_reader::open(path.string());
   read_status last{};
   auto ps = read_all(r, &last);
@@ -355,8 +358,7 @@ TEST_F(pcap_files, truncated_record_is_counted_and_still_returned) {
 }
 
 TEST_F(pcap_files, file_cut_off_mid_record_names_file_and_offset) {
-  const std::vector<record> recs = {rec(1, udp_frame(1, 2)),
-                                    rec(2, udp_frame(3, 4)),
+  const std::vector<record> recs = {rec(1, udp_frame(1, 2)), rec(2, udp_frame(3, 4)),
                                     rec(3, udp_frame(5, 6))};
   const std::string full = pcap_bytes(1, recs);
   const std::size_t third = 24 + 2 * (16 + 46);
@@ -385,8 +387,8 @@ TEST_F(pcap_files, file_cut_off_mid_record_names_file_and_offset) {
 
 TEST_F(pcap_files, open_errors_name_the_file) {
   const auto missing = dir_ / "no-such.pcap";
-  expect_pcap_error([&] { (void)rill::pcap_reader::open(missing.string()); }, pcap_errc::open_failed,
-                    {missing.string(), "No such file"});
+  expect_pcap_error([&] { (void)rill::pcap_reader::open(missing.string()); },
+                    pcap_errc::open_failed, {missing.string(), "No such file"});
   const auto empty = dir_ / "empty.pcap";
   write_file(empty, "");
   expect_pcap_error([&] { (void)rill::pcap_reader::open(empty.string()); }, pcap_errc::empty_file,
@@ -404,7 +406,8 @@ TEST_F(pcap_files, open_errors_name_the_file) {
   const auto ppi = dir_ / "ppi.pcap";
   write_pcap(ppi, 192, {});
   expect_pcap_error([&] { (void)rill::pcap_reader::open(ppi.string()); },
-                    pcap_errc::unsupported_linktype, {"unsupported link type 192 (PPI) in " + ppi.string()});
+                    pcap_errc::unsupported_linktype,
+                    {"unsupported link type 192 (PPI) in " + ppi.string()});
   // Header-only file: valid, zero records.
   const auto header_only = dir_ / "header_only.pcap";
   write_pcap(header_only, 1, {});
@@ -444,8 +447,8 @@ TEST(pcap_category, names_and_messages) {
 TEST_F(pcap_files, pcapgen_output_reads_back_exactly) {
   const auto path = dir_ / "gen.pcap";
   const int flows = 7, per_flow = 13;
-  const std::string cmd = std::string(RILL_PCAPGEN) + " --output " + path.string() +
-                          " --flows " + std::to_string(flows) + " --packets-per-flow " +
+  const std::string cmd = std::string(RILL_PCAPGEN) + " --output " + path.string() + " --flows " +
+                          std::to_string(flows) + " --packets-per-flow " +
                           std::to_string(per_flow) + " --jitter 2ms --seed 1 --quiet";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto r = rill::pcap_reader::open(path.string());
@@ -476,8 +479,8 @@ TEST_F(pcap_files, pcapgen_output_reads_back_exactly) {
 
   // Same seed, same bytes.
   const auto again = dir_ / "gen2.pcap";
-  const std::string cmd2 = std::string(RILL_PCAPGEN) + " --output " + again.string() +
-                           " --flows " + std::to_string(flows) + " --packets-per-flow " +
+  const std::string cmd2 = std::string(RILL_PCAPGEN) + " --output " + again.string() + " --flows " +
+                           std::to_string(flows) + " --packets-per-flow " +
                            std::to_string(per_flow) + " --jitter 2ms --seed 1 --quiet";
   ASSERT_EQ(std::system(cmd2.c_str()), 0);
   std::ifstream f1(path, std::ios::binary), f2(again, std::ios::binary);

@@ -71,9 +71,10 @@ struct flow_key {
   /// Builds a normalised key from one packet's source and destination. `from_a` (if not
   /// null) receives true when src became endpoint a. Ports: pass both or neither.
   static flow_key make(ip_proto proto, std::uint8_t ip_version,
-                       const std::array<std::uint8_t, 16>& src, std::optional<std::uint16_t> src_port,
-                       const std::array<std::uint8_t, 16>& dst, std::optional<std::uint16_t> dst_port,
-                       bool* from_a = nullptr) noexcept;
+                       const std::array<std::uint8_t, 16>& src,
+                       std::optional<std::uint16_t> src_port,
+                       const std::array<std::uint8_t, 16>& dst,
+                       std::optional<std::uint16_t> dst_port, bool* from_a = nullptr) noexcept;
 
   /// Address text as tshark prints it: "192.0.2.1", "fe80::1" (inet_ntop, RFC 5952 style
   /// zero compression, lower-case hex). Empty string for non-IP keys.
@@ -94,11 +95,11 @@ struct flow_key {
 
 /// One decoded frame. Plain value; `decode` fills every field.
 struct packet {
-  event_time time{};            ///< capture timestamp, ns since the epoch
-  std::uint32_t wire_len = 0;   ///< original length on the wire (pcap `len`, tshark frame.len)
-  std::uint32_t cap_len = 0;    ///< bytes captured (pcap `caplen`)
+  event_time time{};           ///< capture timestamp, ns since the epoch
+  std::uint32_t wire_len = 0;  ///< original length on the wire (pcap `len`, tshark frame.len)
+  std::uint32_t cap_len = 0;   ///< bytes captured (pcap `caplen`)
   flow_key key{};
-  bool from_a = false;          ///< the packet's source is key endpoint a
+  bool from_a = false;  ///< the packet's source is key endpoint a
   /// A header that decode reads was cut off by the captured bytes: link header, VLAN tag,
   /// IP header, IPv6 extension header, or the 4 port bytes of TCP/UDP. The packet still
   /// counts toward totals:

@@ -45,9 +45,9 @@ enum class pcap_errc {
   empty_file,            ///< zero bytes: nothing to read, do not retry
   not_a_capture,         ///< not pcap/pcapng (bad magic, bad header): do not retry
   unsupported_linktype,  ///< link type decode does not know, e.g. 192 (PPI): do not retry
-  truncated_record,      ///< file ends inside a record (cut off mid-write): records before it are good
-  read_failed,           ///< malformed record or I/O error while reading: stop this input
-  live_open_failed,      ///< interface missing, no permission, cannot activate
+  truncated_record,  ///< file ends inside a record (cut off mid-write): records before it are good
+  read_failed,       ///< malformed record or I/O error while reading: stop this input
+  live_open_failed,  ///< interface missing, no permission, cannot activate
 };
 
 /// The "pcap" error category (name() == "pcap"). A process-wide singleton; thread-safe.
@@ -68,10 +68,10 @@ class pcap_error : public std::runtime_error {
 /// One raw record. `data` points into the reader's buffer: valid until the next call to
 /// next() or until the reader is destroyed.
 struct pcap_record {
-  event_time time{};               ///< ns since the epoch
-  std::uint32_t cap_len = 0;       ///< bytes captured (= data.size())
-  std::uint32_t wire_len = 0;      ///< original length (pcap `len`)
-  std::int64_t file_offset = -1;   ///< byte offset of the record (block, for pcapng); -1 live
+  event_time time{};              ///< ns since the epoch
+  std::uint32_t cap_len = 0;      ///< bytes captured (= data.size())
+  std::uint32_t wire_len = 0;     ///< original length (pcap `len`)
+  std::int64_t file_offset = -1;  ///< byte offset of the record (block, for pcapng); -1 live
   std::span<const std::byte> data;
 };
 
