@@ -2,6 +2,7 @@
 // core-to-core cache-line floor, and the three lessons of DESIGN.md "NumaRing".
 //
 //   throughput/<queue>/<bytes>/<P>P<C>C   items/s moving 2^18 items, P producers, C consumers
+//   uncontended/<queue>/<bytes>           one thread: 512 pushes then 512 pops (op cost alone)
 //   roundtrip/<queue>                     one element A -> B -> A through two queues
 //   roundtrip/atomic_pingpong             one atomic flag A -> B -> A: the machine's floor
 //   lesson1/<lookup>                      node looked up per operation vs cached in the endpoint
@@ -306,6 +307,31 @@ void throughput(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
 }
 
+// ---------------------------------------------------------------- uncontended --
+// One thread pushes 512 elements then pops them: the cost of the operations themselves
+// with every line in the local cache. The least noise-sensitive number on a shared machine.
+template <class Q, class E>
+void uncontended(benchmark::State& state) {
+  Q q(1, 1);
+  auto out = q.producer(0);
+  auto in = q.consumer(0);
+  constexpr std::uint64_t burst = 512;
+  std::uint64_t sum = 0, expected = 0;
+  for (auto _ : state) {
+    for (std::uint64_t i = 1; i <= burst; ++i) {
+      if (!out.try_push(make<E>(i))) state.SkipWithError("unexpected full");
+    }
+    E e{};
+    for (std::uint64_t i = 1; i <= burst; ++i) {
+      if (!in.try_pop(e)) state.SkipWithError("unexpected empty");
+      sum += value_of(e);
+    }
+    expected += burst * (burst + 1) / 2;
+  }
+  if (sum != expected) state.SkipWithError("checksum mismatch");
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * burst));
+}
+
 // ------------------------------------------------------------------ latency --
 template <class Q>
 void roundtrip(benchmark::State& state) {
@@ -425,9 +451,29 @@ void add_roundtrip(const std::string& name) {
       ->ComputeStatistics("min", min_of);
 }
 
+template <class Q, class E>
+void add_uncontended(const std::string& name) {
+  benchmark::RegisterBenchmark(
+      ("uncontended/" + name + "/" + std::to_string(sizeof(E)) + "B").c_str(), uncontended<Q, E>)
+      ->MinTime(0.2)
+      ->ComputeStatistics("max", max_of);
+}
+
+template <class E>
+void add_all_uncontended() {
+  add_uncontended<rill_ring_q<E, rill::retry_policy::immediate>, E>("rill_ring");
+  add_uncontended<rill_numa_q<E, 1>, E>("rill_numa_1node");
+  add_uncontended<boost_q<E>, E>("boost_lockfree");
+  add_uncontended<moodycamel_q<E>, E>("moodycamel");
+  add_uncontended<tbb_q<E>, E>("tbb_bounded");
+  add_uncontended<atomic_queue_q<E>, E>("atomic_queue");
+}
+
 int register_all() {
   add_all_throughput<std::uint32_t>();
   add_all_throughput<msg64>();
+  add_all_uncontended<std::uint32_t>();
+  add_all_uncontended<msg64>();
 
   using E = std::uint32_t;
   benchmark::RegisterBenchmark("roundtrip/atomic_pingpong", atomic_pingpong)
