@@ -489,8 +489,7 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
     const auto ec = dec.feed(in, [&](std::span<const std::byte> r) {
       if (skip) {
         --skip;
-        bump(st->duplicates_skipped);
-        ++first;
+        bump(st->duplicates_skipped);  // already delivered before the break
         return;
       }
       recs.push_back(r);
