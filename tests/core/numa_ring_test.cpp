@@ -487,3 +487,23 @@ TEST(numa_ring, remaining_elements_are_destroyed_once) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(numa_ring, endpoint_moves_keep_node_and_counters) {
+  rill::numa_ring<int> ring(2, 4, 2);
+  auto a = ring.make_endpoint(7, 1);
+  ASSERT_TRUE(a.try_push(1));
+  auto b = std::move(a);
+  EXPECT_EQ(b.node(), 1u);
+  EXPECT_EQ(b.worker_id(), 7u);
+  EXPECT_EQ(b.counters().local_push, 1u);
+  b = ring.make_endpoint(8, 0);
+  EXPECT_EQ(b.node(), 0u);
+  int v = 0;
+  ASSERT_TRUE(b.try_pop(v));  // node 0 is empty: one batch from node 1
+  EXPECT_EQ(v, 1);
+  EXPECT_EQ(b.counters().remote_pop_batches, 1u);
+}
+
+}  // namespace

@@ -126,7 +126,7 @@ struct retry_pause {
 };
 
 /// One side's ticket counter and its snapshot of the other side's counter, alone on a
-/// cache line: producers touch only the head line, consumers only the tail line.
+/// cache line: producers write only the head line, consumers only the tail line.
 struct alignas(cache_line_bytes) ring_side {
   std::atomic<std::size_t> ticket{0};         // next ticket of this side
   std::atomic<std::size_t> peer_snapshot{0};  // a past value of the other side's ticket
@@ -405,8 +405,31 @@ class numa_ring {
 template <class T, retry_policy Retry>
 class numa_ring<T, Retry>::endpoint {
  public:
-  endpoint(endpoint&&) noexcept = default;
-  endpoint& operator=(endpoint&&) noexcept = default;
+  /// Moves the handle (counters, carried elements); the source becomes empty and unusable.
+  endpoint(endpoint&& o) noexcept
+      : owner_(std::exchange(o.owner_, nullptr)),
+        local_(o.local_),
+        worker_id_(o.worker_id_),
+        node_(o.node_),
+        cursor_(o.cursor_),
+        counters_(o.counters_),
+        buf_(std::move(o.buf_)),
+        carry_(std::move(o.carry_)) {}
+  /// Flushes this endpoint's carried elements (as the destructor does), then takes o's.
+  endpoint& operator=(endpoint&& o) noexcept {
+    if (this != &o) {
+      if (owner_ != nullptr) flush();
+      owner_ = std::exchange(o.owner_, nullptr);
+      local_ = o.local_;
+      worker_id_ = o.worker_id_;
+      node_ = o.node_;
+      cursor_ = o.cursor_;
+      counters_ = o.counters_;
+      buf_ = std::move(o.buf_);
+      carry_ = std::move(o.carry_);
+    }
+    return *this;
+  }
 
   /// Tries to put everything this endpoint carries back into a ring; what still cannot be
   /// placed (every ring full) is destroyed. Call flush() first when that matters.
