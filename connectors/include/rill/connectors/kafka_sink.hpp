@@ -1,0 +1,169 @@
+// rill/connectors/kafka_sink.hpp — write records to a Kafka topic with idempotent,
+// acks=all delivery; delivery reports drive the at-least-once acknowledgements.
+//
+// Defines:
+//   rill::kafka_sink_options   brokers, topic, linger, flush timeout, extra config
+//   rill::kafka_message_out    what a serialiser returns: optional key, value
+//   rill::kafka_failed_delivery  what the error side output receives
+//   rill::kafka_sink_stats     counters (atomics, any thread)
+//   rill::kafka_sink<T>        a shared rill::sink_of<T>: `stream.sink(ptr)`
+//
+// Example:
+//   auto out = std::make_shared<rill::kafka_sink<flow>>(
+//       rill::kafka_sink_options{.brokers = "127.0.0.1:19092", .topic = "flows"},
+//       [](const flow& f) { return rill::kafka_message_out{f.key(), f.json()}; });
+//   out->on_error([](const rill::kafka_failed_delivery& d) { std::cerr << d.error << '\n'; });
+//   rill::runtime{}.run(rill::from(src).map(to_flow).sink(out));
+//   if (out->undelivered()) return 1;   // flush timed out: records not confirmed
+//
+// Rules:
+//   - Producer: enable.idempotence=true, acks=all, partitioner=murmur2_random (the Java
+//     client's default key partitioning; null keys go to a random partition).
+//     The message timestamp is the record's event time in ms (0 when <= 0: "now").
+//   - Acks: write() takes the input record's kafka_ack (kafka_ack.hpp) and completes it
+//     from the delivery report — after a success, and also after a failure once the
+//     record went to the error side output (it is not lost: it is reported there).
+//   - Pending = our own hand-off buffer (records librdkafka refused with QUEUE_FULL,
+//     retried by the sink's poll thread) + librdkafka's queue and in-flight requests.
+//     end(worker) waits until pending is 0 or flush_timeout passed (C09); after a timeout
+//     undelivered() tells how many records were not confirmed and errors() says so.
+//   - A delivery that fails for good (message.timeout.ms, non-retriable broker error)
+//     goes to on_error, counts in stats().failed, and is in errors(): never silent.
+//   - Records written outside a kafka_source emitting call that carry a source position
+//     (they came through key_by / window_sort) count in stats().untracked: their input
+//     offsets were already considered done by the source (see kafka_ack.hpp, Limits).
+//
+// Thread safety: write/progress/end from any worker (one mutex around the hand-off);
+// delivery reports run on the sink's poll thread (on_error is called there).
+// Blocking: write() never blocks; end() blocks its worker up to flush_timeout (shutdown).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "rill/connectors/kafka_ack.hpp"
+#include "rill/connectors/kafka_source.hpp"
+#include "rill/core/record.hpp"
+
+namespace rill {
+
+struct kafka_sink_options {
+  std::string brokers;                            ///< bootstrap.servers
+  std::string topic;                              ///< destination topic
+  std::chrono::milliseconds linger{5};            ///< linger.ms
+  std::chrono::milliseconds flush_timeout{30000}; ///< end(): wait for delivery reports
+  std::chrono::milliseconds delivery_timeout{30000};  ///< message.timeout.ms
+  std::map<std::string, std::string> config;      ///< extra librdkafka properties
+};
+
+struct kafka_message_out {
+  std::optional<std::string> key;   ///< nullopt: no key (random partition)
+  std::string value;
+};
+
+struct kafka_failed_delivery {
+  std::string topic;
+  std::optional<std::string> key;
+  std::string value;
+  std::string error;                ///< librdkafka's error text
+};
+
+struct kafka_sink_stats {
+  std::atomic<std::uint64_t> accepted{0};    ///< write() calls
+  std::atomic<std::uint64_t> delivered{0};   ///< successful delivery reports
+  std::atomic<std::uint64_t> failed{0};      ///< failed delivery reports (error output)
+  std::atomic<std::uint64_t> buffered{0};    ///< records currently in our hand-off buffer
+  std::atomic<std::uint64_t> untracked{0};   ///< position set but no ack scope
+  std::atomic<std::uint64_t> transient_errors{0};  ///< librdkafka error events
+};
+
+namespace kafka_detail {
+
+/// The producer (implemented in kafka_sink.cpp). All methods: any thread.
+class producer_core {
+ public:
+  explicit producer_core(const kafka_sink_options& o);
+  ~producer_core();
+  producer_core(const producer_core&) = delete;
+  producer_core& operator=(const producer_core&) = delete;
+  void produce(kafka_message_out&& m, std::int64_t ts_ms, kafka_ack&& ack);
+  /// Waits until pending() == 0 or the timeout; returns pending() then. Blocks.
+  std::uint64_t flush(std::chrono::milliseconds timeout);
+  std::uint64_t pending() const noexcept;
+  void on_error(std::function<void(const kafka_failed_delivery&)> f);
+  kafka_sink_stats& stats() noexcept;
+  std::vector<std::string> errors() const;
+  void add_error(std::string e);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> p_;
+};
+
+}  // namespace kafka_detail
+
+template <class T>
+class kafka_sink {
+ public:
+  using serialiser = std::function<kafka_message_out(const T&)>;
+
+  /// Connects lazily (librdkafka); throws std::invalid_argument for a bad option.
+  /// For T = kafka_record<std::string, std::string> the serialiser may be omitted
+  /// (key and value are copied).
+  explicit kafka_sink(kafka_sink_options o, serialiser s = nullptr)
+      : o_(std::move(o)), ser_(std::move(s)), core_(std::make_unique<kafka_detail::producer_core>(o_)) {
+    if constexpr (std::is_same_v<T, kafka_record<std::string, std::string>>)
+      if (!ser_) ser_ = [](const T& r) { return kafka_message_out{r.key, r.value}; };
+    if (!ser_) throw std::invalid_argument("kafka_sink: serialiser missing");
+  }
+
+  /// Error side output for failed deliveries (called on the poll thread).
+  kafka_sink& on_error(std::function<void(const kafka_failed_delivery&)> f) {
+    core_->on_error(std::move(f));
+    return *this;
+  }
+
+  // ---- rill::sink_of<T> ----
+  /// Serialises and hands the record to the producer. Never blocks. Any worker.
+  /// A serialiser exception propagates (fail policy: the run stops with it).
+  void write(std::size_t, record<T>&& r) {
+    auto ack = kafka_take_ack(r.position);
+    if (!ack.valid() && r.position) core_->stats().untracked.fetch_add(1, std::memory_order_relaxed);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.time.time_since_epoch()).count();
+    core_->produce(ser_(static_cast<const T&>(r.value)), ms > 0 ? ms : 0, std::move(ack));
+  }
+  void progress(std::size_t, event_time) {}
+  /// One worker's input ended: waits (blocking that worker, up to flush_timeout) until
+  /// every record accepted so far was confirmed or failed.
+  void end(std::size_t) {
+    const auto left = core_->flush(o_.flush_timeout);
+    if (left)
+      core_->add_error("kafka_sink " + o_.topic + ": " + std::to_string(left) +
+                       " records undelivered after flush timeout " +
+                       std::to_string(o_.flush_timeout.count()) + " ms");
+  }
+
+  /// Records accepted but not yet confirmed (own buffer + librdkafka). Any thread.
+  std::uint64_t undelivered() const noexcept { return core_->pending(); }
+  /// Waits up to `timeout` for pending() == 0; returns what is left. Blocks.
+  std::uint64_t flush(std::chrono::milliseconds timeout) { return core_->flush(timeout); }
+  const kafka_sink_stats& stats() const noexcept { return core_->stats(); }
+  /// Failed deliveries and flush timeouts, as text, in order.
+  std::vector<std::string> errors() const { return core_->errors(); }
+
+ private:
+  kafka_sink_options o_;
+  serialiser ser_;
+  std::unique_ptr<kafka_detail::producer_core> core_;
+};
+
+}  // namespace rill

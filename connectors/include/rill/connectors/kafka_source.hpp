@@ -1,0 +1,377 @@
+// rill/connectors/kafka_source.hpp — read Kafka topics with consumer-group scaling and
+// at-least-once offset commits (DESIGN.md "Kafka").
+//
+// Defines:
+//   rill::kafka_source_options   brokers, group, topics, commit interval, timeouts
+//   rill::kafka_record<K, V>     one message: key, value, topic, partition, offset, timestamp
+//   rill::kafka_bad_message      what the error side output receives for an undecodable one
+//   rill::kafka_source_stats     counters (atomics, read from any thread)
+//   rill::kafka_source<K, V>     a rill::source_of<kafka_record<K, V>>, one split per worker
+//   rill::from(kafka_source)     its stream, with a driver that keeps polling under backpressure
+//
+// Example (topic -> map -> topic; see kafka_sink.hpp):
+//   rill::kafka_source<> src{{.brokers = "127.0.0.1:19092", .group = "g", .topics = {"in"}}};
+//   src.on_error([](const rill::kafka_bad_message& m) { std::cerr << m.what << '\n'; });
+//   auto out = std::make_shared<rill::kafka_sink<rill::kafka_record<>>>(
+//       rill::kafka_sink_options{.brokers = "127.0.0.1:19092", .topic = "out"});
+//   rill::runtime rt{{.workers = 2, .handle_signals = true}};
+//   rt.run(rill::from(std::move(src)).filter(keep).sink(out));   // until SIGTERM
+//
+// Rules:
+//   - Group: every split is one librdkafka KafkaConsumer in `group`; Kafka spreads the
+//     partitions over splits and over processes (scale-out = start more processes).
+//     `cooperative` selects the cooperative-sticky assignor (incremental rebalances).
+//   - Polling: consume(0) from the worker loop, never blocking; `idle` when nothing came.
+//     Under backpressure (on_flush() == false) the driver of rill::from(kafka_source)
+//     pauses the split's assigned partitions and keeps calling consume(0), so the member
+//     is not evicted by max.poll.interval.ms; it resumes exactly the partitions it paused.
+//     (With the generic rill::from(source_of) driver there is no polling while blocked.)
+//   - Event time: the message timestamp (ms, CreateTime or LogAppendTime), or
+//     event_time_from(f). record.position = {pid, offset}: pid is the Kafka partition
+//     for the source's first topic; topic number n (in first-seen order) adds n << 16.
+//   - At-least-once (kafka_ack.hpp): auto commit and auto offset store are off. A
+//     partition's committed offset is the lowest offset whose derived records are not all
+//     acknowledged (or last done + 1). Commits: every commit_interval (async), on revoke
+//     (sync, before the partitions are given up; in-flight records of revoked partitions
+//     are forgotten and redelivered to the new owner), and on shutdown (sync).
+//   - Bad messages: a key/value deserialiser that throws sends the message to the error
+//     side output (topic, partition, offset, reason), counts it in stats().bad, and the
+//     offset is done: the partition goes on and is committed past it.
+//   - Errors: open() throws std::runtime_error naming the brokers when no broker answers
+//     a metadata request within start_timeout. Later broker errors are retried by
+//     librdkafka and counted in stats().transient_errors; fatal ones end the split with
+//     poll_status::error (message in report.errors).
+//
+// Thread safety: a reader (split) lives on one worker. stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "rill/connectors/kafka_ack.hpp"
+#include "rill/core/record.hpp"
+#include "rill/core/source.hpp"
+#include "rill/operators/stream.hpp"
+
+namespace rill {
+
+struct kafka_source_options {
+  std::string brokers;                 ///< bootstrap.servers, "host:port,..."
+  std::string group;                   ///< group.id (required)
+  std::vector<std::string> topics;     ///< names; an entry starting with '^' is a regex
+  std::size_t splits = 0;              ///< consumers in this process; 0 = one per worker
+  std::chrono::milliseconds commit_interval{5000};  ///< periodic async commit
+  std::chrono::milliseconds start_timeout{10000};   ///< broker must answer metadata by then
+  std::string offset_reset = "earliest";            ///< auto.offset.reset without commit
+  bool cooperative = false;            ///< partition.assignment.strategy=cooperative-sticky
+  std::map<std::string, std::string> config;        ///< extra librdkafka properties
+};
+
+template <class K = std::string, class V = std::string>
+struct kafka_record {
+  K key{};
+  V value{};
+  std::string topic;
+  std::int32_t partition = -1;
+  std::int64_t offset = -1;
+  std::int64_t timestamp_ms = -1;      ///< -1 when the message has none
+};
+
+/// What the error side output receives. `key`/`value`: the raw bytes.
+struct kafka_bad_message {
+  std::string topic;
+  std::int32_t partition = -1;
+  std::int64_t offset = -1;
+  std::string what;                    ///< "key: <exception text>" or "value: <...>"
+  std::string key, value;
+};
+
+/// Counters of one source (all splits). Relaxed atomics: read from any thread.
+struct kafka_source_stats {
+  std::atomic<std::uint64_t> consumed{0};   ///< messages emitted into the pipeline
+  std::atomic<std::uint64_t> bad{0};        ///< sent to the error side output
+  std::atomic<std::uint64_t> commits{0};    ///< successful commit requests
+  std::atomic<std::uint64_t> commit_errors{0};
+  std::atomic<std::uint64_t> transient_errors{0};  ///< librdkafka error events
+  std::atomic<std::uint64_t> assigned{0};   ///< partitions currently assigned (all splits)
+  std::atomic<std::uint64_t> rebalances{0}; ///< assign + revoke callbacks
+  std::atomic<std::uint64_t> pauses{0};     ///< backpressure pauses
+};
+
+namespace kafka_detail {
+
+/// A raw message as the split core hands it to the typed reader.
+struct message_view {
+  std::string_view topic, key, value;
+  bool has_key = false;
+  std::int32_t partition = -1, pid = -1;
+  std::int64_t offset = -1, timestamp_ms = -1;
+};
+
+struct topic_table;
+/// Topic name <-> number table shared by the splits of one source (mutex inside).
+std::shared_ptr<topic_table> make_topic_table();
+
+/// One consumer of the group (implemented in kafka_source.cpp, no librdkafka types here).
+/// Every method on the split's worker.
+class split_core {
+ public:
+  split_core(const kafka_source_options& o, std::shared_ptr<topic_table> topics,
+             std::shared_ptr<kafka_source_stats> stats,
+             std::function<void(const kafka_bad_message&)> on_bad, std::size_t index);
+  ~split_core();
+  split_core(const split_core&) = delete;
+  split_core& operator=(const split_core&) = delete;
+
+  /// Drains acks and commits when commit_interval passed. Returns false after a fatal error.
+  bool service();
+  /// Next message (stash first, then consume(0)); false = nothing now. Valid until next().
+  bool next(message_view& m);
+  /// Opens the ack scope of the current message (thread-local).
+  void begin(ack_scope& s, const message_view& m);
+  /// Closes it: the offset is done now (no acks taken) or when the taken acks are done.
+  void end(ack_scope& s);
+  /// Sends the current message to the error side output; its offset is done.
+  void bad(const message_view& m, std::string what);
+  void pause_all();
+  void resume_paused();
+  bool paused() const noexcept;
+  /// Keeps the membership alive while paused: consume(0), stashing what arrives.
+  void keepalive();
+  /// Drains acks, commits synchronously, closes the consumer. Idempotent.
+  void shutdown();
+  const std::string& error() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> p_;
+};
+
+inline std::string identity_deserialiser(std::string_view s) { return std::string(s); }
+
+}  // namespace kafka_detail
+
+template <class K = std::string, class V = std::string>
+class kafka_source {
+ public:
+  using value_type = kafka_record<K, V>;
+  using key_fn = std::function<K(std::string_view)>;
+  using value_fn = std::function<V(std::string_view)>;
+
+  /// Deserialisers run on the worker and throw on bad input (any std::exception).
+  /// Throws config_error-like std::invalid_argument when brokers/group/topics are empty.
+  explicit kafka_source(kafka_source_options o, key_fn k = nullptr, value_fn v = nullptr)
+      : o_(std::move(o)), key_(std::move(k)), value_(std::move(v)),
+        topics_(kafka_detail::make_topic_table()),
+        stats_(std::make_shared<kafka_source_stats>()) {
+    if (o_.brokers.empty()) throw std::invalid_argument("kafka_source: brokers is empty");
+    if (o_.group.empty()) throw std::invalid_argument("kafka_source: group is empty");
+    if (o_.topics.empty()) throw std::invalid_argument("kafka_source: no topics");
+    if constexpr (std::is_same_v<K, std::string>)
+      if (!key_) key_ = kafka_detail::identity_deserialiser;
+    if constexpr (std::is_same_v<V, std::string>)
+      if (!value_) value_ = kafka_detail::identity_deserialiser;
+    if (!key_ || !value_) throw std::invalid_argument("kafka_source: deserialiser missing");
+  }
+
+  /// Error side output for undecodable messages (called on the worker). Default: none
+  /// (still counted in stats().bad).
+  kafka_source& on_error(std::function<void(const kafka_bad_message&)> f) {
+    on_bad_ = std::move(f);
+    return *this;
+  }
+  /// Event time from the record instead of the message timestamp.
+  kafka_source& event_time_from(std::function<event_time(const value_type&)> f) {
+    time_ = std::move(f);
+    return *this;
+  }
+
+  std::size_t split_count() const noexcept { return o_.splits ? o_.splits : 1; }
+  std::size_t configured_splits() const noexcept { return o_.splits; }
+  std::shared_ptr<kafka_source_stats> stats() const { return stats_; }
+  std::string name() const { return "kafka_source"; }
+
+  class reader {
+   public:
+    template <class Emit>
+    poll_status poll(Emit&& emit, std::size_t max) {
+      if (!core_->service()) return poll_status::error;
+      std::size_t n = 0;
+      kafka_detail::message_view m;
+      while (n < max && core_->next(m)) {
+        ++n;
+        value_type r;
+        r.topic.assign(m.topic);
+        r.partition = m.partition;
+        r.offset = m.offset;
+        r.timestamp_ms = m.timestamp_ms;
+        try {
+          r.key = (*key_)(m.key);
+        } catch (const std::exception& e) {
+          core_->bad(m, std::string("key: ") + e.what());
+          continue;
+        }
+        try {
+          r.value = (*value_)(m.value);
+        } catch (const std::exception& e) {
+          core_->bad(m, std::string("value: ") + e.what());
+          continue;
+        }
+        const event_time t = *time_ ? (*time_)(r)
+                                    : event_time{std::chrono::milliseconds{std::max<std::int64_t>(m.timestamp_ms, 0)}};
+        kafka_detail::ack_scope s;
+        core_->begin(s, m);
+        struct guard {
+          kafka_detail::split_core* c;
+          kafka_detail::ack_scope* s;
+          ~guard() { c->end(*s); }
+        } g{core_.get(), &s};
+        emit(record<value_type>{std::move(r), t, source_position{m.pid, m.offset}});
+      }
+      return n == max ? poll_status::more : poll_status::idle;
+    }
+    std::string error() const { return core_->error(); }
+    kafka_detail::split_core& core() { return *core_; }
+
+   private:
+    friend class kafka_source;
+    std::unique_ptr<kafka_detail::split_core> core_;
+    std::shared_ptr<key_fn> key_;
+    std::shared_ptr<value_fn> value_;
+    std::shared_ptr<std::function<event_time(const value_type&)>> time_;
+  };
+
+  /// Creates split i's consumer and subscribes. On the thread calling runtime::run.
+  /// Throws std::runtime_error when no broker answers within start_timeout.
+  reader open(std::size_t i) const {
+    reader r;
+    r.core_ = std::make_unique<kafka_detail::split_core>(o_, topics_, stats_, on_bad_, i);
+    r.key_ = std::make_shared<key_fn>(key_);
+    r.value_ = std::make_shared<value_fn>(value_);
+    r.time_ = std::make_shared<std::function<event_time(const value_type&)>>(time_);
+    return r;
+  }
+
+ private:
+  kafka_source_options o_;
+  key_fn key_;
+  value_fn value_;
+  std::function<void(const kafka_bad_message&)> on_bad_;
+  std::function<event_time(const value_type&)> time_;
+  std::shared_ptr<kafka_detail::topic_table> topics_;
+  std::shared_ptr<kafka_source_stats> stats_;
+};
+
+namespace kafka_detail {
+
+/// Drives one kafka split on a worker: like source_driver, plus pause/keep-polling under
+/// backpressure and a synchronous final commit after end of stream reached the sink.
+template <class Reader, class T>
+class driver : public std::enable_shared_from_this<driver<Reader, T>> {
+ public:
+  driver(Reader r, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
+         stage_counters& c)
+      : r_(std::move(r)), head_(head), input_(input), rt_(rt), w_(w), c_(c), timer_(w.context()) {}
+  void start() { step(); }
+
+ private:
+  void step() {
+    if (ended_) return drain();
+    if (!head_->on_flush()) {  // backpressure: pause, keep the membership alive
+      r_.core().pause_all();
+      r_.core().keepalive();
+      return later(std::chrono::microseconds{500});
+    }
+    if (r_.core().paused()) r_.core().resume_paused();
+    if (rt_.stop_requested()) return finish();
+    std::size_t n = 0;
+    const auto st = r_.poll(
+        [&](record<T>&& rec) {
+          if (rec.time > largest_) largest_ = rec.time;
+          ++n;
+          head_->on_record(input_, std::move(rec));
+        },
+        256);
+    c_.add(c_.out, n);
+    if (largest_ > sent_) {
+      sent_ = largest_;
+      head_->on_progress(input_, largest_);
+    }
+    switch (st) {
+      case poll_status::more:
+        boost::asio::post(w_.context(), [self = this->shared_from_this()] { self->step(); });
+        return;
+      case poll_status::idle:
+        return later(std::chrono::milliseconds{1});
+      default:
+        c_.add(c_.errors);
+        rt_.report_error(r_.error());
+        return finish();
+    }
+  }
+  void finish() {
+    ended_ = true;
+    head_->on_end(input_);
+    drain();
+  }
+  void drain() {
+    if (!head_->on_flush()) return later(std::chrono::microseconds{200});
+    r_.core().shutdown();
+  }
+  void later(std::chrono::nanoseconds d) {
+    timer_.expires_after(d);
+    timer_.async_wait([self = this->shared_from_this()](const boost::system::error_code& ec) {
+      if (!ec) self->step();
+    });
+  }
+
+  Reader r_;
+  stage_in<T>* head_;
+  std::size_t input_;
+  runtime& rt_;
+  worker& w_;
+  stage_counters& c_;
+  boost::asio::steady_timer timer_;
+  event_time largest_ = event_time_min, sent_ = event_time_min;
+  bool ended_ = false;
+};
+
+}  // namespace kafka_detail
+
+/// The stream of a Kafka source: split i on worker i (splits = options.splits, or one per
+/// worker when 0). Preferred over the generic from(): keeps polling under backpressure
+/// and commits synchronously after the end of stream went through the chain.
+template <class K, class V>
+stream<kafka_record<K, V>> from(kafka_source<K, V> src, std::string name = "kafka_source") {
+  using T = kafka_record<K, V>;
+  auto shared = std::make_shared<kafka_source<K, V>>(std::move(src));
+  return stream<T>([shared, name](job_builder& b, stage_factory<T> down) {
+    const auto idx = b.metrics().add_stage(name);
+    const std::size_t n = b.workers();
+    const std::size_t splits = shared->configured_splits() ? shared->configured_splits() : n;
+    for (std::size_t w = 0; w < n && w < splits; ++w) {
+      std::vector<std::size_t> mine;
+      for (std::size_t i = w; i < splits; i += n) mine.push_back(i);
+      auto ctx = b.context(w, mine.size());
+      auto* head = down(ctx);
+      for (std::size_t li = 0; li < mine.size(); ++li) {
+        using R = typename kafka_source<K, V>::reader;
+        auto d = std::make_shared<kafka_detail::driver<R, T>>(shared->open(mine[li]), head, li,
+                                                              b.rt(), *ctx.w, ctx.metrics->at(idx, w));
+        b.on_start(w, [d] { d->start(); });
+      }
+    }
+  });
+}
+
+}  // namespace rill

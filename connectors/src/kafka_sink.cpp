@@ -1,0 +1,167 @@
+// kafka_sink.cpp — the producer side of rill's Kafka connector (see kafka_sink.hpp):
+// idempotent acks=all producer, our hand-off buffer for QUEUE_FULL, a poll thread that
+// serves delivery reports, and a flush whose pending count includes our buffer (C09).
+#include "rill/connectors/kafka_sink.hpp"
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace rill::kafka_detail {
+
+namespace {
+void set(RdKafka::Conf& c, const std::string& k, const std::string& v) {
+  std::string err;
+  if (c.set(k, v, err) != RdKafka::Conf::CONF_OK)
+    throw std::invalid_argument("kafka_sink: config " + k + "=" + v + ": " + err);
+}
+}  // namespace
+
+struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
+  struct item {
+    kafka_message_out m;
+    std::int64_t ts;
+    kafka_ack ack;
+  };
+  kafka_sink_options o;
+  std::unique_ptr<RdKafka::Producer> p;
+  kafka_sink_stats stats;
+  std::atomic<std::uint64_t> pending{0};
+  mutable std::mutex mu;          // buffer, errors, on_error
+  std::deque<item> buffer;
+  std::vector<std::string> errors;
+  std::function<void(const kafka_failed_delivery&)> on_err;
+  std::atomic<bool> stop{false};
+  std::thread poller;
+
+  /// Tries to hand one message to librdkafka. false = QUEUE_FULL (keep it). Under mu.
+  bool try_produce(item& it) {
+    auto* token = it.ack.valid() ? new kafka_ack(std::move(it.ack)) : nullptr;
+    const auto e = p->produce(o.topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+                              const_cast<char*>(it.m.value.data()), it.m.value.size(),
+                              it.m.key ? it.m.key->data() : nullptr, it.m.key ? it.m.key->size() : 0,
+                              it.ts, token);
+    if (e == RdKafka::ERR_NO_ERROR) return true;
+    if (token) it.ack = std::move(*token);
+    delete token;
+    if (e == RdKafka::ERR__QUEUE_FULL) return false;
+    fail(o.topic, it.m.key, it.m.value, "produce: " + RdKafka::err2str(e));  // e.g. too large
+    it.ack.done();  // reported on the error output: handled
+    pending.fetch_sub(1);
+    return true;
+  }
+  void fail(const std::string& topic, const std::optional<std::string>& key, const std::string& value,
+            const std::string& why) {
+    stats.failed.fetch_add(1, std::memory_order_relaxed);
+    errors.push_back("kafka_sink " + topic + ": delivery failed: " + why);
+    if (on_err) on_err(kafka_failed_delivery{topic, key, value, why});
+  }
+  void retry_buffer() {
+    std::lock_guard<std::mutex> g(mu);
+    while (!buffer.empty() && try_produce(buffer.front())) {
+      buffer.pop_front();
+      stats.buffered.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  void dr_cb(RdKafka::Message& m) override {
+    std::unique_ptr<kafka_ack> token(static_cast<kafka_ack*>(m.msg_opaque()));
+    if (m.err() == RdKafka::ERR_NO_ERROR) {
+      stats.delivered.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      std::optional<std::string> key;
+      if (m.key()) key = *m.key();
+      std::lock_guard<std::mutex> g(mu);
+      fail(m.topic_name(), key,
+           std::string(static_cast<const char*>(m.payload()), m.payload() ? m.len() : 0), m.errstr());
+    }
+    if (token) token->done();
+    pending.fetch_sub(1);
+  }
+  void event_cb(RdKafka::Event& ev) override {
+    if (ev.type() == RdKafka::Event::EVENT_ERROR) stats.transient_errors.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<impl>()) {
+  if (o.brokers.empty()) throw std::invalid_argument("kafka_sink: brokers is empty");
+  if (o.topic.empty()) throw std::invalid_argument("kafka_sink: topic is empty");
+  p_->o = o;
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  set(*conf, "bootstrap.servers", o.brokers);
+  set(*conf, "enable.idempotence", "true");
+  set(*conf, "acks", "all");
+  set(*conf, "partitioner", "murmur2_random");
+  set(*conf, "linger.ms", std::to_string(o.linger.count()));
+  set(*conf, "message.timeout.ms", std::to_string(o.delivery_timeout.count()));
+  for (const auto& [k, v] : o.config) set(*conf, k, v);
+  std::string err;
+  if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(p_.get()), err) != RdKafka::Conf::CONF_OK ||
+      conf->set("event_cb", static_cast<RdKafka::EventCb*>(p_.get()), err) != RdKafka::Conf::CONF_OK)
+    throw std::runtime_error("kafka_sink: " + err);
+  p_->p.reset(RdKafka::Producer::create(conf.get(), err));
+  if (!p_->p) throw std::runtime_error("kafka_sink: cannot create producer: " + err);
+  p_->poller = std::thread([s = p_.get()] {
+    while (!s->stop.load(std::memory_order_acquire)) {
+      s->p->poll(5);
+      s->retry_buffer();
+    }
+  });
+}
+
+producer_core::~producer_core() {
+  auto& s = *p_;
+  s.stop.store(true, std::memory_order_release);
+  s.poller.join();
+  // Anything still pending is reported (ERR__PURGE_* delivery reports), not dropped silently.
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    for (auto& it : s.buffer) s.fail(s.o.topic, it.m.key, it.m.value, "sink destroyed before hand-off");
+    s.pending.fetch_sub(s.buffer.size());
+    s.buffer.clear();
+  }
+  s.p->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
+  s.p->flush(1000);
+  s.p->poll(0);
+}
+
+void producer_core::produce(kafka_message_out&& m, std::int64_t ts_ms, kafka_ack&& ack) {
+  auto& s = *p_;
+  s.stats.accepted.fetch_add(1, std::memory_order_relaxed);
+  s.pending.fetch_add(1);
+  impl::item it{std::move(m), ts_ms, std::move(ack)};
+  std::lock_guard<std::mutex> g(s.mu);
+  if (s.buffer.empty() && s.try_produce(it)) return;
+  s.buffer.push_back(std::move(it));
+  s.stats.buffered.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t producer_core::flush(std::chrono::milliseconds timeout) {
+  auto& s = *p_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (s.pending.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    s.retry_buffer();
+    s.p->flush(10);  // serves delivery reports too
+  }
+  return s.pending.load();
+}
+
+std::uint64_t producer_core::pending() const noexcept { return p_->pending.load(); }
+void producer_core::on_error(std::function<void(const kafka_failed_delivery&)> f) {
+  std::lock_guard<std::mutex> g(p_->mu);
+  p_->on_err = std::move(f);
+}
+kafka_sink_stats& producer_core::stats() noexcept { return p_->stats; }
+std::vector<std::string> producer_core::errors() const {
+  std::lock_guard<std::mutex> g(p_->mu);
+  return p_->errors;
+}
+void producer_core::add_error(std::string e) {
+  std::lock_guard<std::mutex> g(p_->mu);
+  p_->errors.push_back(std::move(e));
+}
+
+}  // namespace rill::kafka_detail

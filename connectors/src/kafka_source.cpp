@@ -1,0 +1,380 @@
+// kafka_source.cpp — the consumer side of rill's Kafka connector (see kafka_source.hpp):
+// one librdkafka KafkaConsumer per split, the per-partition offset tracker behind
+// at-least-once commits, rebalance handling, and pause/resume for backpressure.
+#include "rill/connectors/kafka_source.hpp"
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+namespace rill::kafka_detail {
+
+struct topic_table {
+  std::mutex mu;
+  std::vector<std::string> names;
+  std::int32_t id(const std::string& topic, std::int32_t partition) {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = std::find(names.begin(), names.end(), topic);
+    std::int32_t n = std::int32_t(it - names.begin());
+    if (it == names.end()) names.push_back(topic);
+    return (n << 16) | partition;
+  }
+};
+
+std::shared_ptr<topic_table> make_topic_table() { return std::make_shared<topic_table>(); }
+
+namespace {
+
+void set(RdKafka::Conf& c, const std::string& k, const std::string& v) {
+  std::string err;
+  if (c.set(k, v, err) != RdKafka::Conf::CONF_OK)
+    throw std::invalid_argument("kafka_source: config " + k + "=" + v + ": " + err);
+}
+
+void free_list(std::vector<RdKafka::TopicPartition*>& v) {
+  RdKafka::TopicPartition::destroy(v);
+  v.clear();
+}
+
+}  // namespace
+
+/// Offsets of one assigned partition: the emitted records not yet done, in offset order.
+struct partition_track {
+  std::string topic;
+  std::int32_t partition = -1;
+  std::uint32_t gen = 0;
+  std::int64_t next_commit = -1;   ///< lowest offset not done (or last done + 1)
+  std::int64_t committed = -1;     ///< last offset we committed
+  std::deque<std::pair<std::int64_t, std::uint32_t>> open;  ///< offset, acks outstanding
+  bool paused = false;
+
+  void emitted(std::int64_t off, std::uint32_t outstanding) {
+    if (outstanding == 0 && open.empty()) next_commit = off + 1;
+    else open.emplace_back(off, outstanding);
+  }
+  void ack(std::int64_t off) {
+    auto it = std::lower_bound(open.begin(), open.end(), off,
+                               [](const auto& e, std::int64_t o) { return e.first < o; });
+    if (it == open.end() || it->first != off || it->second == 0) return;
+    --it->second;
+    while (!open.empty() && open.front().second == 0) {
+      next_commit = open.front().first + 1;
+      open.pop_front();
+    }
+  }
+  /// Offset to commit now, or -1 when nothing new is done.
+  std::int64_t due() const {
+    const auto c = open.empty() ? next_commit : open.front().first;
+    return c > committed ? c : -1;
+  }
+};
+
+struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::OffsetCommitCb {
+  kafka_source_options o;
+  std::shared_ptr<topic_table> topics;
+  std::shared_ptr<kafka_source_stats> stats;
+  std::function<void(const kafka_bad_message&)> on_bad;
+  std::unique_ptr<RdKafka::KafkaConsumer> c;
+  std::shared_ptr<ack_inbox> inbox = std::make_shared<ack_inbox>();
+  std::unordered_map<std::int32_t, partition_track> parts;
+  std::unordered_map<std::int32_t, std::uint32_t> gens;
+  std::deque<std::unique_ptr<RdKafka::Message>> stash;
+  std::unique_ptr<RdKafka::Message> cur;
+  std::string cur_topic;  ///< message_view::topic points here
+  std::vector<ack_entry> acks;
+  std::chrono::steady_clock::time_point last_commit = std::chrono::steady_clock::now();
+  std::string err;
+  bool paused_all = false, closed = false, fatal = false;
+
+  static void bump(std::atomic<std::uint64_t>& a, std::int64_t n = 1) {
+    a.fetch_add(std::uint64_t(n), std::memory_order_relaxed);
+  }
+
+  std::int32_t pid_of(const std::string& t, std::int32_t p) { return topics->id(t, p); }
+
+  void drain_acks() {
+    inbox->drain(acks);
+    for (const auto& a : acks) {
+      auto it = parts.find(a.pid);
+      if (it != parts.end() && it->second.gen == a.gen) it->second.ack(a.offset);
+    }
+  }
+
+  /// Commits what is due for `which` (all when null). sync: commitSync, else commitAsync.
+  void commit(bool sync, const std::vector<std::int32_t>* which = nullptr) {
+    std::vector<RdKafka::TopicPartition*> offs;
+    auto add = [&](partition_track& t) {
+      const auto d = t.due();
+      if (d < 0) return;
+      offs.push_back(RdKafka::TopicPartition::create(t.topic, t.partition, d));
+      t.committed = d;
+    };
+    if (which) {
+      for (auto pid : *which)
+        if (auto it = parts.find(pid); it != parts.end()) add(it->second);
+    } else {
+      for (auto& [pid, t] : parts) add(t);
+    }
+    if (offs.empty()) return;
+    const auto e = sync ? c->commitSync(offs) : c->commitAsync(offs);
+    if (e == RdKafka::ERR_NO_ERROR) {
+      if (sync) bump(stats->commits);
+    } else {
+      bump(stats->commit_errors);
+      if (std::getenv("RILL_KAFKA_DEBUG")) std::fprintf(stderr, "commit%s: %s\n", sync ? "Sync" : "Async", RdKafka::err2str(e).c_str());
+    }
+    free_list(offs);
+  }
+
+  // ---- librdkafka callbacks (served inside consume(), on the worker) ----
+  void rebalance_cb(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode e,
+                    std::vector<RdKafka::TopicPartition*>& tps) override {
+    bump(stats->rebalances);
+    if (std::getenv("RILL_KAFKA_DEBUG")) {
+      std::fprintf(stderr, "%p rebalance %s:", (void*)this, RdKafka::err2str(e).c_str());
+      for (auto* tp : tps) std::fprintf(stderr, " %d", tp->partition());
+      std::fprintf(stderr, "\n");
+    }
+    const bool coop = consumer->rebalance_protocol() == "COOPERATIVE";
+    if (e == RdKafka::ERR__ASSIGN_PARTITIONS) {
+      for (auto* tp : tps) {
+        const auto pid = pid_of(tp->topic(), tp->partition());
+        partition_track t;
+        t.topic = tp->topic();
+        t.partition = tp->partition();
+        t.gen = ++gens[pid];
+        parts[pid] = std::move(t);
+      }
+      if (coop) {
+        if (auto* er = consumer->incremental_assign(tps)) {
+          err = "kafka_source: incremental_assign: " + er->str();
+          delete er;
+        }
+      } else {
+        consumer->assign(tps);
+      }
+      bump(stats->assigned, std::int64_t(tps.size()));
+      if (paused_all) {
+        consumer->pause(tps);
+        for (auto* tp : tps) parts[pid_of(tp->topic(), tp->partition())].paused = true;
+      }
+      return;
+    }
+    // Revoke (or lost): commit what is done for these partitions, forget their in-flight
+    // records (late acks carry an old generation and are ignored), then give them up.
+    drain_acks();
+    std::vector<std::int32_t> pids;
+    for (auto* tp : tps) pids.push_back(pid_of(tp->topic(), tp->partition()));
+    if (!consumer->assignment_lost()) commit(true, &pids);
+    for (auto pid : pids) parts.erase(pid);
+    std::erase_if(stash, [&](const auto& m) {
+      return std::find(pids.begin(), pids.end(), pid_of(m->topic_name(), m->partition())) != pids.end();
+    });
+    if (coop) {
+      if (auto* er = consumer->incremental_unassign(tps)) delete er;
+    } else {
+      consumer->unassign();
+    }
+    stats->assigned.fetch_sub(std::min<std::uint64_t>(tps.size(), stats->assigned.load()),
+                              std::memory_order_relaxed);
+  }
+
+  void event_cb(RdKafka::Event& ev) override {
+    if (ev.type() != RdKafka::Event::EVENT_ERROR) return;
+    bump(stats->transient_errors);
+    if (ev.fatal()) {
+      fatal = true;
+      err = "kafka_source " + o.brokers + ": fatal: " + ev.str();
+    }
+  }
+
+  void offset_commit_cb(RdKafka::ErrorCode e, std::vector<RdKafka::TopicPartition*>&) override {
+    if (e == RdKafka::ERR_NO_ERROR) bump(stats->commits);
+    else if (e != RdKafka::ERR__NO_OFFSET) {
+      bump(stats->commit_errors);
+      if (std::getenv("RILL_KAFKA_DEBUG")) std::fprintf(stderr, "commit cb: %s\n", RdKafka::err2str(e).c_str());
+    }
+  }
+
+  /// consume(0) once; returns a data message or null.
+  std::unique_ptr<RdKafka::Message> consume_one() {
+    std::unique_ptr<RdKafka::Message> m(c->consume(0));
+    if (!m) return nullptr;
+    switch (m->err()) {
+      case RdKafka::ERR_NO_ERROR:
+        return m;
+      case RdKafka::ERR__TIMED_OUT:
+      case RdKafka::ERR__PARTITION_EOF:
+        return nullptr;
+      default:
+        bump(stats->transient_errors);
+        return nullptr;
+    }
+  }
+};
+
+split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_table> topics,
+                       std::shared_ptr<kafka_source_stats> stats,
+                       std::function<void(const kafka_bad_message&)> on_bad, std::size_t index)
+    : p_(std::make_unique<impl>()) {
+  p_->o = o;
+  p_->topics = std::move(topics);
+  p_->stats = std::move(stats);
+  p_->on_bad = std::move(on_bad);
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  set(*conf, "bootstrap.servers", o.brokers);
+  set(*conf, "group.id", o.group);
+  set(*conf, "client.id", "rill-" + o.group + "-" + std::to_string(index));
+  set(*conf, "enable.auto.commit", "false");
+  set(*conf, "enable.auto.offset.store", "false");
+  set(*conf, "auto.offset.reset", o.offset_reset);
+  if (o.cooperative) set(*conf, "partition.assignment.strategy", "cooperative-sticky");
+  for (const auto& [k, v] : o.config) set(*conf, k, v);
+  std::string err;
+  if (conf->set("rebalance_cb", static_cast<RdKafka::RebalanceCb*>(p_.get()), err) != RdKafka::Conf::CONF_OK ||
+      conf->set("event_cb", static_cast<RdKafka::EventCb*>(p_.get()), err) != RdKafka::Conf::CONF_OK ||
+      conf->set("offset_commit_cb", static_cast<RdKafka::OffsetCommitCb*>(p_.get()), err) != RdKafka::Conf::CONF_OK)
+    throw std::runtime_error("kafka_source: " + err);
+  p_->c.reset(RdKafka::KafkaConsumer::create(conf.get(), err));
+  if (!p_->c) throw std::runtime_error("kafka_source: cannot create consumer: " + err);
+  // Bounded wait for a broker (issue 5: "broker unreachable at start gives a clear error").
+  RdKafka::Metadata* md = nullptr;
+  const auto e = p_->c->metadata(true, nullptr, &md, int(o.start_timeout.count()));
+  delete md;
+  if (e != RdKafka::ERR_NO_ERROR) {
+    p_->c->close();
+    throw std::runtime_error("kafka_source: no broker of '" + o.brokers + "' answered within " +
+                             std::to_string(o.start_timeout.count()) + " ms: " + RdKafka::err2str(e));
+  }
+  if (const auto se = p_->c->subscribe(o.topics); se != RdKafka::ERR_NO_ERROR)
+    throw std::runtime_error("kafka_source: subscribe: " + RdKafka::err2str(se));
+}
+
+split_core::~split_core() { shutdown(); }
+
+bool split_core::service() {
+  auto& p = *p_;
+  if (p.closed) return false;
+  p.drain_acks();
+  const auto now = std::chrono::steady_clock::now();
+  if (now - p.last_commit >= p.o.commit_interval) {
+    p.last_commit = now;
+    p.commit(false);
+  }
+  return !p.fatal;
+}
+
+bool split_core::next(message_view& m) {
+  auto& p = *p_;
+  p.cur.reset();
+  if (!p.stash.empty()) {
+    p.cur = std::move(p.stash.front());
+    p.stash.pop_front();
+  } else {
+    p.cur = p.consume_one();
+    if (!p.cur) return false;
+  }
+  const auto* msg = p.cur.get();
+  p.cur_topic = msg->topic_name();
+  m.topic = p.cur_topic;
+  m.partition = msg->partition();
+  m.offset = msg->offset();
+  m.pid = p.pid_of(msg->topic_name(), msg->partition());
+  const auto ts = msg->timestamp();
+  m.timestamp_ms = ts.type == RdKafka::MessageTimestamp::MSG_TIMESTAMP_NOT_AVAILABLE ? -1 : ts.timestamp;
+  m.has_key = msg->key_pointer() != nullptr;
+  m.key = m.has_key ? std::string_view(static_cast<const char*>(msg->key_pointer()), msg->key_len())
+                    : std::string_view{};
+  m.value = msg->payload() ? std::string_view(static_cast<const char*>(msg->payload()), msg->len())
+                           : std::string_view{};
+  return true;
+}
+
+void split_core::begin(ack_scope& s, const message_view& m) {
+  auto it = p_->parts.find(m.pid);
+  s.inbox = p_->inbox;
+  s.pid = m.pid;
+  s.offset = m.offset;
+  s.gen = it != p_->parts.end() ? it->second.gen : 0;
+  s.taken = 0;
+  current_scope = &s;
+  impl::bump(p_->stats->consumed);
+}
+
+void split_core::end(ack_scope& s) {
+  current_scope = nullptr;
+  auto it = p_->parts.find(s.pid);
+  if (it != p_->parts.end() && it->second.gen == s.gen) it->second.emitted(s.offset, s.taken);
+}
+
+void split_core::bad(const message_view& m, std::string what) {
+  impl::bump(p_->stats->bad);
+  if (p_->on_bad)
+    p_->on_bad(kafka_bad_message{std::string(m.topic), m.partition, m.offset, std::move(what),
+                                 std::string(m.key), std::string(m.value)});
+  auto it = p_->parts.find(m.pid);
+  if (it != p_->parts.end()) it->second.emitted(m.offset, 0);
+}
+
+void split_core::pause_all() {
+  auto& p = *p_;
+  if (p.paused_all || p.closed) return;
+  p.paused_all = true;
+  std::vector<RdKafka::TopicPartition*> tps;
+  for (auto& [pid, t] : p.parts)
+    if (!t.paused) {
+      t.paused = true;
+      tps.push_back(RdKafka::TopicPartition::create(t.topic, t.partition));
+    }
+  if (!tps.empty()) {
+    p.c->pause(tps);
+    impl::bump(p.stats->pauses);
+  }
+  free_list(tps);
+}
+
+void split_core::resume_paused() {
+  auto& p = *p_;
+  if (!p.paused_all || p.closed) return;
+  p.paused_all = false;
+  std::vector<RdKafka::TopicPartition*> tps;
+  for (auto& [pid, t] : p.parts)
+    if (t.paused) {
+      t.paused = false;
+      tps.push_back(RdKafka::TopicPartition::create(t.topic, t.partition));
+    }
+  if (!tps.empty()) p.c->resume(tps);
+  free_list(tps);
+}
+
+bool split_core::paused() const noexcept { return p_->paused_all; }
+
+void split_core::keepalive() {
+  auto& p = *p_;
+  if (p.closed) return;
+  p.drain_acks();
+  if (auto m = p.consume_one()) p.stash.push_back(std::move(m));
+}
+
+void split_core::shutdown() {
+  auto& p = *p_;
+  if (p.closed) return;
+  p.closed = true;
+  p.cur.reset();
+  p.stash.clear();
+  p.drain_acks();
+  p.commit(true);
+  p.c->close();  // leaves the group (revoke callback commits again: nothing new)
+  p.stats->assigned.fetch_sub(std::min<std::uint64_t>(p.parts.size(), p.stats->assigned.load()),
+                              std::memory_order_relaxed);
+  p.parts.clear();
+}
+
+const std::string& split_core::error() const noexcept { return p_->err; }
+
+}  // namespace rill::kafka_detail

@@ -1,0 +1,192 @@
+// tests/kafka/kafka_env.hpp — helpers for the integration tests on a real broker:
+// broker address from RILL_KAFKA_BROKERS (set by scripts/test after `scripts/kafka start`),
+// topic creation, raw librdkafka produce/consume (the independent peer), committed offsets,
+// and the Java client's murmur2 partitioner written out from Kafka's Utils.murmur2.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafkacpp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kt {
+
+inline std::string brokers() {
+  const char* b = std::getenv("RILL_KAFKA_BROKERS");
+  return b ? b : "";
+}
+#define RILL_NEED_BROKER()                                                              \
+  do {                                                                                  \
+    if (kt::brokers().empty()) GTEST_SKIP() << "RILL_KAFKA_BROKERS not set (scripts/kafka start)"; \
+  } while (0)
+
+inline std::string unique(const std::string& base) {
+  static int n = 0;
+  return "rill-" + base + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000) +
+         "-" + std::to_string(n++);
+}
+
+/// Creates a topic (replication 1) and waits for it. Throws on failure.
+inline void create_topic(const std::string& name, int partitions) {
+  char err[256];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers().c_str(), err, sizeof err);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (!rk) throw std::runtime_error(err);
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(name.c_str(), partitions, 1, err, sizeof err);
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  rd_kafka_CreateTopics(rk, &nt, 1, nullptr, q);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 30000);
+  std::string problem;
+  if (!ev) problem = "timeout";
+  else {
+    const auto* res = rd_kafka_event_CreateTopics_result(ev);
+    size_t n = 0;
+    const auto** ts = rd_kafka_CreateTopics_result_topics(res, &n);
+    if (n != 1 || rd_kafka_topic_result_error(ts[0]) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      problem = n ? rd_kafka_topic_result_error_string(ts[0]) : "no result";
+    rd_kafka_event_destroy(ev);
+  }
+  rd_kafka_NewTopic_destroy(nt);
+  rd_kafka_queue_destroy(q);
+  // wait until metadata shows every partition with a leader
+  for (int i = 0; i < 100 && problem.empty(); ++i) {
+    const rd_kafka_metadata_t* md = nullptr;
+    rd_kafka_topic_t* t = rd_kafka_topic_new(rk, name.c_str(), nullptr);
+    if (rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 &&
+        md->topics[0].partition_cnt == partitions && md->topics[0].err == 0) {
+      bool ok = true;
+      for (int p = 0; p < partitions; ++p) ok = ok && md->topics[0].partitions[p].leader >= 0;
+      rd_kafka_metadata_destroy(md);
+      rd_kafka_topic_destroy(t);
+      if (ok) break;
+    } else {
+      if (md) rd_kafka_metadata_destroy(md);
+      rd_kafka_topic_destroy(t);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  rd_kafka_destroy(rk);
+  if (!problem.empty()) throw std::runtime_error("create_topic " + name + ": " + problem);
+}
+
+struct msg {
+  int partition;
+  long long offset;
+  std::optional<std::string> key;
+  std::string value;
+  long long ts;
+};
+
+/// Produces with a plain librdkafka producer (partition -1 = by key, murmur2_random).
+inline void produce(const std::string& topic, const std::vector<std::pair<std::string, std::string>>& kv,
+                    int partition = -1) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers(), err);
+  c->set("partitioner", "murmur2_random", err);
+  c->set("linger.ms", "5", err);
+  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), err));
+  for (const auto& [k, v] : kv) {
+    while (p->produce(topic, partition < 0 ? RdKafka::Topic::PARTITION_UA : partition,
+                      RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(v.data()), v.size(),
+                      k.data(), k.size(), 0, nullptr) == RdKafka::ERR__QUEUE_FULL)
+      p->poll(10);
+    p->poll(0);
+  }
+  if (p->flush(30000) != RdKafka::ERR_NO_ERROR) throw std::runtime_error("produce: flush timed out");
+}
+
+/// Reads every partition of `topic` from the beginning (no group) until `want` messages
+/// arrived or `idle_ms` passed without a message. Independent of rill.
+inline std::vector<msg> consume_all(const std::string& topic, int partitions, std::size_t want,
+                                    int idle_ms = 3000) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers(), err);
+  c->set("group.id", unique("reader"), err);
+  c->set("enable.auto.commit", "false", err);
+  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), err));
+  std::vector<RdKafka::TopicPartition*> tps;
+  for (int p = 0; p < partitions; ++p)
+    tps.push_back(RdKafka::TopicPartition::create(topic, p, RdKafka::Topic::OFFSET_BEGINNING));
+  k->assign(tps);
+  RdKafka::TopicPartition::destroy(tps);
+  std::vector<msg> out;
+  auto last = std::chrono::steady_clock::now();
+  while (out.size() < want && std::chrono::steady_clock::now() - last < std::chrono::milliseconds(idle_ms)) {
+    std::unique_ptr<RdKafka::Message> m(k->consume(100));
+    if (!m || m->err()) continue;
+    last = std::chrono::steady_clock::now();
+    std::optional<std::string> key;
+    if (m->key()) key = *m->key();
+    out.push_back({m->partition(), m->offset(), key,
+                   std::string(static_cast<const char*>(m->payload()), m->len()), m->timestamp().timestamp});
+  }
+  k->close();
+  return out;
+}
+
+/// Committed offsets of `group` for partitions 0..n-1 (-1001 = none).
+inline std::vector<long long> committed(const std::string& group, const std::string& topic, int n) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers(), err);
+  c->set("group.id", group, err);
+  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), err));
+  std::vector<RdKafka::TopicPartition*> tps;
+  for (int p = 0; p < n; ++p) tps.push_back(RdKafka::TopicPartition::create(topic, p));
+  k->committed(tps, 10000);
+  std::vector<long long> out;
+  for (auto* tp : tps) out.push_back(tp->offset());
+  RdKafka::TopicPartition::destroy(tps);
+  k->close();
+  return out;
+}
+
+/// Kafka's Java Utils.murmur2 (seed 0x9747b28c), and the default partitioner's choice
+/// toPositive(murmur2(key)) % partitions — written from the Java source, not librdkafka.
+inline int java_partition(const std::string& key, int partitions) {
+  const auto* data = reinterpret_cast<const unsigned char*>(key.data());
+  const int length = int(key.size());
+  const std::uint32_t seed = 0x9747b28c, m = 0x5bd1e995;
+  const int r = 24;
+  std::uint32_t h = seed ^ std::uint32_t(length);
+  const int length4 = length / 4;
+  for (int i = 0; i < length4; i++) {
+    const int i4 = i * 4;
+    std::uint32_t k = (data[i4 + 0] & 0xffu) + ((data[i4 + 1] & 0xffu) << 8) +
+                      ((data[i4 + 2] & 0xffu) << 16) + ((data[i4 + 3] & 0xffu) << 24);
+    k *= m; k ^= k >> r; k *= m; h *= m; h ^= k;
+  }
+  switch (length % 4) {
+    case 3: h ^= std::uint32_t(data[(length & ~3) + 2] & 0xff) << 16; [[fallthrough]];
+    case 2: h ^= std::uint32_t(data[(length & ~3) + 1] & 0xff) << 8; [[fallthrough]];
+    case 1: h ^= std::uint32_t(data[length & ~3] & 0xff); h *= m;
+  }
+  h ^= h >> 13; h *= m; h ^= h >> 15;
+  return int((h & 0x7fffffffu) % std::uint32_t(partitions));
+}
+
+/// Polls `cond` every 10 ms until true or `timeout`; returns cond().
+template <class F>
+bool wait_for(F cond, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > end) return cond();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+}  // namespace kt
