@@ -1,5 +1,7 @@
 // Tests for rill/core/numa_ring.hpp: mpmc_ring and numa_ring.
 //
+// ctest: ctest -R "numa_ring|mpmc_ring" runs every test of this file.
+//
 // Loop counts: the default run uses the numbers of CASES.md C10 and issue 3 (10^7 items).
 // RILL_STRESS_SCALE=<d> divides every count by d; under ThreadSanitizer the default
 // divisor is 100 (TSan slows atomics by 10-50x).
@@ -303,9 +305,9 @@ stress_result run_stress(int producers, int consumers, std::uint64_t total, bool
   return r;
 }
 
-class stress : public ::testing::TestWithParam<std::tuple<int, int>> {};
+class numa_ring_stress : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
-TEST_P(stress, one_ring_exactly_once_in_order_no_leak) {
+TEST_P(numa_ring_stress, one_ring_exactly_once_in_order_no_leak) {
   const auto [producers, consumers] = GetParam();
   const std::uint64_t total = scaled(10'000'000);
   reset_tallies();
@@ -329,7 +331,7 @@ TEST_P(stress, one_ring_exactly_once_in_order_no_leak) {
 
 // Producers and consumers alternate between synthetic nodes 0 and 1; with P=1 or C=1
 // everything crosses nodes through batch transfers. No order check: none across nodes.
-TEST_P(stress, two_node_set_exactly_once_no_leak) {
+TEST_P(numa_ring_stress, two_node_set_exactly_once_no_leak) {
   const auto [producers, consumers] = GetParam();
   const std::uint64_t total = scaled(10'000'000);
   reset_tallies();
@@ -358,7 +360,7 @@ TEST_P(stress, two_node_set_exactly_once_no_leak) {
   EXPECT_EQ(g_bad.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(producers_x_consumers, stress,
+INSTANTIATE_TEST_SUITE_P(p_x_c, numa_ring_stress,
                          ::testing::Combine(::testing::Range(1, 5), ::testing::Range(1, 5)),
                          [](const auto& info) {
                            return std::to_string(std::get<0>(info.param)) + "P" +
