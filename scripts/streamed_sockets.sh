@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The five-role streamed-sockets latency test on loopback (issue 6).
+#   scripts/streamed_sockets.sh [--bytes N] [--rate GB/s] [--real-rate N/s] [--no-disk]
+#                               [--nagle] [--bin PATH] [--work DIR] [--base-port P]
+# Starts terminator, processor, forwarder, indexer and generator in REVERSE order of the
+# data flow and then in a shuffled order is fine too (sinks retry until their peer listens).
+# Prints the generator's latency line and the terminator's GB/s, then checks that the
+# indexer's and forwarder's segment files have the same MD5 (unless --no-disk).
+# Default: 1 GiB as fast as possible, 1000 real requests/s, disk on.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bytes=$((1 << 30)); rate=0; real=1000; disk=1; nagle=(); bin=""; work=""; base=7100
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bytes) bytes=$2; shift 2;;
+    --rate) rate=$2; shift 2;;
+    --real-rate) real=$2; shift 2;;
+    --no-disk) disk=0; shift;;
+    --nagle) nagle=(--nagle); shift;;
+    --bin) bin=$2; shift 2;;
+    --work) work=$2; shift 2;;
+    --base-port) base=$2; shift 2;;
+    *) echo "unknown argument $1" >&2; exit 2;;
+  esac
+done
+if [ -z "$bin" ]; then
+  for b in "$root"/build*/examples/streamed_sockets/streamed_sockets; do [ -x "$b" ] && bin=$b && break; done
+fi
+[ -x "$bin" ] || { echo "streamed_sockets binary not found (build it or pass --bin)" >&2; exit 2; }
+work=${work:-$(mktemp -d /tmp/streamed_sockets.XXXXXX)}
+mkdir -p "$work"; rm -rf "$work/indexer" "$work/forwarder"
+L=127.0.0.1
+p_gen=$base p_idx=$((base+1)) p_fwd=$((base+2)) p_proc=$((base+3)) p_term=$((base+4)) p_tap=$((base+5))
+dir_idx=(); dir_fwd=()
+if [ $disk = 1 ]; then dir_idx=(--dir "$work/indexer"); dir_fwd=(--dir "$work/forwarder"); fi
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+"$bin" --role terminator --in listen:$L:$p_term --back listen:$L:$p_tap >"$work/terminator.log" 2>&1 & t_pid=$!; pids+=($t_pid)
+"$bin" --role processor --in listen:$L:$p_proc --out connect:$L:$p_term --back connect:$L:$p_gen "${nagle[@]}" >"$work/processor.log" 2>&1 & pids+=($!)
+"$bin" --role forwarder --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_fwd[@]}" "${nagle[@]}" >"$work/forwarder.log" 2>&1 & pids+=($!)
+"$bin" --role generator --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" --real-rate "$real" "${nagle[@]}" >"$work/generator.log" 2>&1 & g_pid=$!; pids+=($g_pid)
+"$bin" --role indexer --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}" >"$work/indexer.log" 2>&1 & pids+=($!)
+
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+trap - EXIT
+cat "$work"/generator.log "$work"/indexer.log "$work"/forwarder.log "$work"/processor.log "$work"/terminator.log
+if [ $disk = 1 ]; then
+  a=$(cat "$work"/indexer/*.seg | md5sum | cut -d' ' -f1)
+  b=$(cat "$work"/forwarder/*.seg | md5sum | cut -d' ' -f1)
+  n=$(cat "$work"/indexer/*.seg | wc -c)
+  echo "md5 indexer  $a ($n bytes, $(ls "$work"/indexer | wc -l) segment files)"
+  echo "md5 forwarder $b"
+  if [ "$a" = "$b" ] && [ "$n" = "$bytes" ]; then echo "md5: MATCH"; else echo "md5: MISMATCH"; status=1; fi
+  rm -rf "$work/indexer" "$work/forwarder"
+fi
+exit $status
