@@ -56,6 +56,10 @@ std::error_code make_error_code(pcap_errc e) noexcept {
 struct pcap_reader::handle {
   pcap_t* p = nullptr;
   bool nano = true;  // timestamps' fractional part is ns (else µs)
+  // Classic pcap: records are 16-byte header + caplen, so the next record's offset is
+  // tracked here instead of asking the FILE* (ftell costs an lseek syscall per record).
+  bool classic = false;
+  std::int64_t next_offset = -1;
   ~handle() {
     if (p != nullptr) ::pcap_close(p);  // also closes the FILE* of offline captures
   }
@@ -93,6 +97,8 @@ pcap_reader pcap_reader::open(const std::string& path) {
                      path + " is not a pcap or pcapng capture: " + errbuf);
   }
   h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
+  h->next_offset = std::ftell(f);
+  h->classic = h->next_offset == 24 && ::pcap_major_version(h->p) == 2;
   const int dlt = ::pcap_datalink(h->p);
   if (!is_supported_linktype(dlt)) {
     throw pcap_error(pcap_errc::unsupported_linktype,
@@ -151,8 +157,8 @@ read_status pcap_reader::fail(pcap_errc code, std::string message) noexcept {
 
 read_status pcap_reader::next(pcap_record& out) noexcept {
   if (done_ || !h_) return last_error_ ? read_status::error : read_status::end_of_file;
-  long offset = -1;
-  if (!live_) offset = std::ftell(::pcap_file(h_->p));
+  std::int64_t offset = -1;
+  if (!live_) offset = h_->classic ? h_->next_offset : std::ftell(::pcap_file(h_->p));
   pcap_pkthdr* hdr = nullptr;
   const u_char* bytes = nullptr;
   const int rc = ::pcap_next_ex(h_->p, &hdr, &bytes);
@@ -163,6 +169,7 @@ read_status pcap_reader::next(pcap_record& out) noexcept {
     out.cap_len = hdr->caplen;
     out.wire_len = hdr->len;
     out.file_offset = offset;
+    if (h_->classic) h_->next_offset += 16 + std::int64_t{hdr->caplen};
     out.data = {reinterpret_cast<const std::byte*>(bytes), hdr->caplen};
     ++counters_.records;
     return read_status::ok;

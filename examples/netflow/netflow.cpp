@@ -22,6 +22,7 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include <rill/rill.hpp>
 
@@ -60,16 +61,16 @@ struct flow_row {
 };
 
 std::vector<flow_row> count_conversations(rill::window<rill::packet>&& w) {
-  std::map<rill::flow_key, std::pair<std::uint64_t, std::uint64_t>> per_key;
-  for (const auto& r : w.records) {
-    auto& [packets, bytes] = per_key[r.value.key];
-    ++packets;
-    bytes += r.value.wire_len;
-  }
+  std::unordered_map<rill::flow_key, std::size_t> index;  // key -> position in rows
   std::vector<flow_row> rows;
-  rows.reserve(per_key.size());
-  for (auto& [k, pb] : per_key) rows.push_back({w.start, w.end, k, pb.first, pb.second});
-  return rows;
+  for (const auto& r : w.records) {
+    auto [it, fresh] = index.try_emplace(r.value.key, rows.size());
+    if (fresh) rows.push_back({w.start, w.end, r.value.key, 0, 0});
+    auto& row = rows[it->second];
+    ++row.packets;
+    row.bytes += r.value.wire_len;
+  }
+  return rows;  // the ordered_sink sorts rows by key
 }
 
 json port_json(const std::optional<std::uint16_t>& p) { return p ? json(*p) : json(nullptr); }
@@ -150,7 +151,11 @@ int main(int argc, char** argv) {
     auto job = rill::from(std::move(src))
                    .filter([](const rill::packet& p) { return p.key.proto != rill::ip_proto::non_ip; })
                    .key_by([](const rill::packet& p) { return std::hash<rill::flow_key>{}(p.key); })
-                   .window_sort({.length = window, .max_delay = delay, .idle_timeout = 5s})
+                   .window_sort({.length = window, .max_delay = delay,
+                                  // Files end by themselves; a quiet live interface must not
+                                  // hold the watermark. (Idle on files would make output
+                                  // depend on read speed.)
+                                  .idle_timeout = interface.empty() ? 0s : 5s})
                    .flat_map(count_conversations)
                    .sink(sink);
 

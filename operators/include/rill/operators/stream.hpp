@@ -193,9 +193,14 @@ struct window_sort_stage final : stage_in<T> {
   event_time sent = event_time_min;
   std::size_t inputs_left;
   window_sort_stage(window_sort_options o, std::size_t inputs, Late l, stage_counters* cs)
-      : sorter(o, inputs, std::chrono::steady_clock::now()), late_fn(std::move(l)), c(cs),
+      : sorter(o, inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{}),
+        late_fn(std::move(l)), c(cs),
         inputs_left(inputs) {}
 
+  // Processing time matters only for idle inputs: no clock read per record otherwise.
+  steady_time now() const {
+    return sorter.options().idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{};
+  }
   auto on_window() {
     return [this](window<T>&& w) {
       c->add(c->out, w.records.size());
@@ -213,7 +218,7 @@ struct window_sort_stage final : stage_in<T> {
   void on_record(std::size_t in, record<T>&& r) override {
     c->add(c->in);
     const auto late_before = sorter.late();
-    sorter.push(in, std::move(r), std::chrono::steady_clock::now(), on_window(),
+    sorter.push(in, std::move(r), now(), on_window(),
                 [this](record<T>&& lr, event_time s, event_time e) {
                   if constexpr (!std::is_same_v<Late, std::nullptr_t>) late_fn(std::move(lr), s, e);
                 });
@@ -221,7 +226,7 @@ struct window_sort_stage final : stage_in<T> {
     advance();
   }
   void on_progress(std::size_t in, event_time t) override {
-    sorter.progress(in, t, std::chrono::steady_clock::now(), on_window());
+    sorter.progress(in, t, now(), on_window());
     advance();
   }
   void on_end(std::size_t in) override {
