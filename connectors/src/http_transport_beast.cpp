@@ -1,0 +1,280 @@
+// Boost.Beast transport: async connect/write/read on the owning worker's io_context, a
+// bounded pool of keep-alive connections, a per-request deadline (beast::tcp_stream).
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <deque>
+#include <optional>
+#include <regex>
+#include <vector>
+
+#include "rill/connectors/http_transport.hpp"
+#include "rill/core/error.hpp"
+
+namespace rill {
+
+namespace {
+
+class http_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "rill.http"; }
+  std::string message(int c) const override {
+    switch (static_cast<http_errc>(c)) {
+      case http_errc::timeout: return "timeout";
+      case http_errc::connection_refused: return "connection refused";
+      case http_errc::connection_reset: return "connection reset";
+      case http_errc::connection_closed: return "connection closed before a complete answer";
+      case http_errc::http_status: return "HTTP status not 2xx";
+      case http_errc::malformed_response: return "malformed answer";
+      case http_errc::wrong_length: return "answer has the wrong length";
+      case http_errc::other: return "I/O error";
+    }
+    return "unknown http error";
+  }
+};
+
+}  // namespace
+
+const std::error_category& http_category() noexcept {
+  static const http_category_impl c;
+  return c;
+}
+
+http_endpoint http_endpoint::parse(std::string_view url) {
+  static const std::regex re(R"(^http://([^/:]+)(?::(\d+))?(/.*)?$)");
+  std::match_results<std::string_view::const_iterator> m;
+  if (!std::regex_match(url.begin(), url.end(), m, re))
+    throw config_error("http.url", "http.url must look like http://host[:port][/path], got \"" +
+                                       std::string(url) + "\"");
+  http_endpoint e;
+  e.host = m[1].str();
+  if (m[2].matched) e.port = m[2].str();
+  if (m[3].matched) e.target = m[3].str();
+  return e;
+}
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+/// Maps an asio/beast error to our category, keeping the system text as detail.
+http_result failure(const boost::system::error_code& ec, const char* stage) {
+  http_errc e = http_errc::other;
+  if (ec == beast::error::timeout) e = http_errc::timeout;
+  else if (ec == asio::error::connection_refused) e = http_errc::connection_refused;
+  else if (ec == asio::error::connection_reset || ec == asio::error::broken_pipe)
+    e = http_errc::connection_reset;
+  else if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+           ec == http::error::partial_message)
+    e = http_errc::connection_closed;
+  else if (ec.category() == http::make_error_code(http::error::bad_version).category())
+    e = http_errc::malformed_response;
+  http_result r;
+  r.ec = make_error_code(e);
+  r.detail = std::string(stage) + ": " + ec.message();
+  return r;
+}
+
+class beast_transport final : public http_transport {
+ public:
+  beast_transport(asio::io_context& ioc, http_transport_options o) : ioc_(ioc), opts_(std::move(o)) {
+    if (opts_.max_connections == 0)
+      throw config_error("http.max_connections", "http.max_connections must be >= 1");
+    tcp::resolver res(ioc_);
+    boost::system::error_code ec;
+    auto r = res.resolve(opts_.endpoint.host, opts_.endpoint.port, ec);
+    if (ec)
+      throw config_error("http.url", "http.url: cannot resolve " + opts_.endpoint.host + ":" +
+                                         opts_.endpoint.port + ": " + ec.message());
+    for (const auto& e : r) endpoints_.push_back(e.endpoint());
+    host_header_ = opts_.endpoint.host + ":" + opts_.endpoint.port;
+  }
+  ~beast_transport() override { *alive_ = false; }
+
+  void post(std::string body, std::chrono::milliseconds timeout, completion done) override {
+    auto job = std::make_shared<request_job>();
+    job->body = std::move(body);
+    job->deadline = std::chrono::steady_clock::now() + timeout;
+    job->done = std::move(done);
+    if (!idle_.empty()) {
+      auto c = std::move(idle_.back());
+      idle_.pop_back();
+      // Completions never run inline: start on the next turn of the loop.
+      asio::post(ioc_, [this, alive = alive_, c, job]() mutable {
+        if (*alive) start(std::move(c), std::move(job));
+      });
+      return;
+    }
+    if (open_ < opts_.max_connections) {
+      auto c = std::make_shared<connection>(ioc_);
+      ++open_;
+      peak_ = std::max(peak_, open_);
+      asio::post(ioc_, [this, alive = alive_, c, job]() mutable {
+        if (*alive) start(std::move(c), std::move(job));
+      });
+      return;
+    }
+    // Every connection busy: wait for one, with the request's own deadline.
+    job->wait_timer = std::make_unique<asio::steady_timer>(ioc_, job->deadline);
+    waiting_.push_back(job);
+    job->wait_timer->async_wait([this, alive = alive_, job](const boost::system::error_code& ec) {
+      if (ec || !*alive || job->finished) return;
+      for (auto it = waiting_.begin(); it != waiting_.end(); ++it)
+        if (*it == job) {
+          waiting_.erase(it);
+          break;
+        }
+      http_result r;
+      r.ec = make_error_code(http_errc::timeout);
+      r.detail = "waited for a free connection until the timeout";
+      finish(*job, std::move(r));
+    });
+  }
+
+  std::size_t open_connections() const noexcept override { return open_; }
+  std::size_t peak_connections() const noexcept override { return peak_; }
+  const char* name() const noexcept override { return "beast"; }
+
+ private:
+  struct connection {
+    explicit connection(asio::io_context& ioc) : stream(ioc) {}
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer;
+    http::request<http::string_body> req;
+    std::optional<http::response_parser<http::string_body>> parser;
+    bool connected = false;
+  };
+  using conn_ptr = std::shared_ptr<connection>;
+  struct request_job {
+    std::string body;
+    std::chrono::steady_clock::time_point deadline;
+    completion done;
+    std::unique_ptr<asio::steady_timer> wait_timer;
+    bool finished = false;
+  };
+  using job_ptr = std::shared_ptr<request_job>;
+
+  void finish(request_job& j, http_result&& r) {
+    if (j.finished) return;
+    j.finished = true;
+    auto d = std::move(j.done);
+    d(std::move(r));
+  }
+
+  void start(conn_ptr c, job_ptr job) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= job->deadline) {
+      http_result r;
+      r.ec = make_error_code(http_errc::timeout);
+      r.detail = "deadline passed before the request was sent";
+      release(std::move(c), true);
+      return finish(*job, std::move(r));
+    }
+    c->stream.expires_after(job->deadline - now);
+    c->req = {};
+    c->req.method(http::verb::post);
+    c->req.target(opts_.endpoint.target);
+    c->req.version(11);
+    c->req.set(http::field::host, host_header_);
+    c->req.set(http::field::content_type, "application/json");
+    c->req.keep_alive(true);
+    c->req.body() = std::move(job->body);
+    c->req.prepare_payload();
+    if (c->connected) return write(std::move(c), std::move(job));
+    c->stream.async_connect(endpoints_, [this, alive = alive_, c, job](
+                                            const boost::system::error_code& ec,
+                                            const tcp::endpoint&) mutable {
+      if (!*alive) return;
+      if (ec) return fail(std::move(c), std::move(job), ec, "connect");
+      c->connected = true;
+      write(std::move(c), std::move(job));
+    });
+  }
+
+  void write(conn_ptr c, job_ptr job) {
+    http::async_write(c->stream, c->req,
+                      [this, alive = alive_, c, job](const boost::system::error_code& ec,
+                                                     std::size_t) mutable {
+                        if (!*alive) return;
+                        if (ec) return fail(std::move(c), std::move(job), ec, "write");
+                        read(std::move(c), std::move(job));
+                      });
+  }
+
+  void read(conn_ptr c, job_ptr job) {
+    c->parser.emplace();
+    c->parser->body_limit(64 * 1024 * 1024);
+    http::async_read(c->stream, c->buffer, *c->parser,
+                     [this, alive = alive_, c, job](const boost::system::error_code& ec,
+                                                    std::size_t) mutable {
+                       if (!*alive) return;
+                       if (ec) return fail(std::move(c), std::move(job), ec, "read");
+                       auto res = c->parser->release();
+                       http_result r;
+                       r.status = res.result_int();
+                       r.body = std::move(res.body());
+                       const bool reuse = res.keep_alive();
+                       release(std::move(c), !reuse);
+                       finish(*job, std::move(r));
+                     });
+  }
+
+  void fail(conn_ptr c, job_ptr job, const boost::system::error_code& ec, const char* stage) {
+    release(std::move(c), true);
+    finish(*job, failure(ec, stage));
+  }
+
+  /// Returns a connection to the pool (or closes it) and hands it to a waiting request.
+  void release(conn_ptr c, bool close) {
+    if (close) {
+      boost::system::error_code ignored;
+      c->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      c->stream.close();
+      --open_;
+      c.reset();
+    } else {
+      c->stream.expires_never();
+    }
+    while (!waiting_.empty()) {
+      auto job = waiting_.front();
+      waiting_.pop_front();
+      if (job->finished) continue;
+      job->wait_timer->cancel();
+      if (!c) {
+        c = std::make_shared<connection>(ioc_);
+        ++open_;
+        peak_ = std::max(peak_, open_);
+      }
+      asio::post(ioc_, [this, alive = alive_, c, job]() mutable {
+        if (*alive) start(std::move(c), std::move(job));
+      });
+      return;
+    }
+    if (c) idle_.push_back(std::move(c));
+  }
+
+  asio::io_context& ioc_;
+  http_transport_options opts_;
+  std::vector<tcp::endpoint> endpoints_;
+  std::string host_header_;
+  std::vector<conn_ptr> idle_;
+  std::deque<job_ptr> waiting_;
+  std::size_t open_ = 0, peak_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace
+
+std::unique_ptr<http_transport> make_beast_transport(boost::asio::io_context& ioc,
+                                                     http_transport_options opts) {
+  return std::make_unique<beast_transport>(ioc, std::move(opts));
+}
+
+}  // namespace rill

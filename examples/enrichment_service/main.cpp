@@ -1,0 +1,65 @@
+// enrichment_service — the HTTP enrichment service on loopback (issue 4).
+//
+//   enrichment_service [--port 0] [--latency 100] [--fault 5xx:0.1] [--fault drop:first=4]
+//
+// Prints "listening on http://127.0.0.1:PORT/enrich" on stdout once it accepts
+// connections, then serves until SIGINT/SIGTERM. POST /enrich: JSON array of keys
+// ("443/tcp", "10.0.0.1") -> array of values; GET /stats: what it saw (JSON).
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <iostream>
+
+#include "enrichment_service.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"rill enrichment service: POST /enrich, GET /stats"};
+  rill::svc::service_options o;
+  int latency_ms = 0;
+  std::vector<std::string> faults;
+  app.add_option("--address", o.address, "address to bind (default 127.0.0.1)");
+  app.add_option("--port", o.port, "port (0 = ephemeral, printed)");
+  app.add_option("--latency", latency_ms, "artificial latency per request, ms")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", o.threads, "server threads")->check(CLI::PositiveNumber);
+  app.add_option("--services-file", o.services_file, "services(5) file (netbase)");
+  app.add_option("--fault", faults,
+                 "KIND:RATE or KIND:first=N, KIND in 5xx, drop, malformed, wrong_length, stall");
+  CLI11_PARSE(app, argc, argv);
+  o.latency = std::chrono::milliseconds{latency_ms};
+  for (const auto& f : faults) {
+    const auto colon = f.find(':');
+    auto kind = rill::svc::parse_fault_kind(f.substr(0, colon));
+    if (!kind || colon == std::string::npos) {
+      std::cerr << "enrichment_service: --fault \"" << f << "\": expected KIND:RATE or KIND:first=N\n";
+      return 2;
+    }
+    rill::svc::fault_rule r{*kind};
+    const auto arg = f.substr(colon + 1);
+    try {
+      if (arg.rfind("first=", 0) == 0) r.first = std::stoul(arg.substr(6));
+      else r.rate = std::stod(arg);
+    } catch (const std::exception&) {
+      std::cerr << "enrichment_service: --fault \"" << f << "\": bad number \"" << arg << "\"\n";
+      return 2;
+    }
+    o.faults.push_back(r);
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // server threads inherit the mask
+  rill::svc::enrichment_service s{o};
+  try {
+    s.start();
+  } catch (const std::exception& e) {
+    std::cerr << "enrichment_service: " << e.what() << '\n';
+    return 2;
+  }
+  std::cout << "listening on " << s.url() << std::endl;
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::cerr << "enrichment_service: stats " << s.stats().to_json().dump() << '\n';
+  s.stop();
+  return 0;
+}

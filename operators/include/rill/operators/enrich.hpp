@@ -1,0 +1,490 @@
+// rill/operators/enrich.hpp — batched asynchronous REST enrichment.
+//
+// Defines:
+//   rill::enrich(stream, options, key_fn, merge_fn[, on_error])   the operator
+//   rill::enrich_options, rill::enrich_order                       its configuration
+//   rill::enrich_error                                             what the error side output gets
+//   rill::enrich_metrics                                           counters and histograms
+//
+// Example (graph: vector_source -> enrich(port -> IANA service name) -> sink):
+//   auto m = std::make_shared<rill::enrich_metrics>();
+//   auto s = rill::enrich(rill::from(rill::vector_source<int>{ports}),
+//       {.url = "http://127.0.0.1:8080/enrich", .batch_size = 100, .linger = 5ms,
+//        .max_in_flight = 4, .timeout = 500ms, .retries = 2, .metrics = m},
+//       [](const int& port) { return std::to_string(port) + "/tcp"; },         // key (JSON)
+//       [](int&& port, nlohmann::json&& v) { return std::pair{port, v.dump()}; },  // merge
+//       [](rill::record<int>&& r, const rill::enrich_error& e) { /* side output */ });
+//   rill::runtime{}.run(std::move(s).sink([](std::pair<int, std::string>&&) {}));
+//
+// Rule (DESIGN.md "enrich", issue 4): keys are gathered into one request per batch — a
+// POST of a JSON array of keys; the answer must be a JSON array of the same length, value
+// i belonging to key i. A batch goes out when it holds `batch_size` keys or `linger`
+// after its first key, or at end of input. At most `max_in_flight` requests are
+// outstanding per worker instance; at that limit on_flush() returns false, so the source
+// stops reading (backpressure). A failed attempt (timeout, connection refused / reset /
+// closed, HTTP status not 2xx, malformed answer, wrong length) is retried up to `retries`
+// times after an exponential backoff with jitter (backoff * 2^(attempt-1), capped at
+// max_backoff, then a uniform draw in [d/2, d]: "equal jitter"); after the last attempt
+// every record of the batch goes to the error side output with the reason. Nothing is
+// lost silently and nothing is emitted twice: a record leaves exactly once, downstream or
+// to the side output. End of input is forwarded only after every outstanding batch ended.
+//
+// Order: `ordered` emits records in input order per instance (a slow batch holds later
+// ones back); `unordered` emits each batch as soon as its answer arrives. Progress sent
+// downstream never passes the event time of a record still held.
+//
+// Threads: the stage runs on its worker; HTTP completions are posted to the worker's
+// io_context (Beast runs there already; cpprestsdk's pool posts back), so key_fn,
+// merge_fn and on_error run on the worker. Their exceptions stop the run ("fail" policy).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <list>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rill/connectors/http_transport.hpp"
+#include "rill/core/error.hpp"
+#include "rill/core/runtime.hpp"
+#include "rill/core/stage.hpp"
+#include "rill/operators/stream.hpp"
+
+namespace rill {
+
+enum class enrich_order { ordered, unordered };
+
+/// Counters of one enrich operator, summed over its worker instances (relaxed atomics:
+/// written on workers, read from anywhere, exact once the run returned).
+struct enrich_metrics {
+  static constexpr std::size_t buckets = 40;
+  std::atomic<std::uint64_t> requests{0};       ///< HTTP attempts sent (retries included)
+  std::atomic<std::uint64_t> records{0};        ///< records that went into requests (first attempt)
+  std::atomic<std::uint64_t> enriched{0};       ///< records emitted downstream
+  std::atomic<std::uint64_t> retries{0};        ///< attempts after the first
+  std::atomic<std::uint64_t> failures{0};       ///< batches that failed after their retries
+  std::atomic<std::uint64_t> failed_records{0}; ///< records sent to the error side output
+  std::atomic<std::uint64_t> cache_hits{0};
+  std::atomic<std::int64_t> in_flight{0};       ///< batches outstanding now (gauge)
+  std::atomic<std::int64_t> peak_in_flight{0};  ///< per instance, the largest ever seen
+  std::atomic<std::uint64_t> peak_connections{0};  ///< per instance, largest socket count
+  /// Batch sizes: bucket b counts sizes in [2^b, 2^(b+1)). Latency per attempt in
+  /// microseconds: bucket b counts [2^b, 2^(b+1)) µs (bucket 0 also holds 0 µs).
+  std::array<std::atomic<std::uint64_t>, buckets> batch_size_log2{}, latency_us_log2{};
+
+  static std::size_t bucket(std::uint64_t v) noexcept {
+    std::size_t b = 0;
+    while (v > 1 && b + 1 < buckets) v >>= 1, ++b;
+    return b;
+  }
+  /// Upper bound (µs) of the bucket that holds quantile q (0..1) of attempt latencies.
+  std::uint64_t latency_quantile_us(double q) const noexcept {
+    std::uint64_t total = 0;
+    for (auto& b : latency_us_log2) total += b.load(std::memory_order_relaxed);
+    if (total == 0) return 0;
+    const auto want = std::uint64_t(q * double(total - 1)) + 1;
+    std::uint64_t seen = 0;
+    for (std::size_t b = 0; b < buckets; ++b) {
+      seen += latency_us_log2[b].load(std::memory_order_relaxed);
+      if (seen >= want) return (std::uint64_t{2} << b) - 1;
+    }
+    return 0;
+  }
+};
+
+/// What the error side output receives with each failed record.
+struct enrich_error {
+  std::error_code code;   ///< rill::http_errc (http_category())
+  std::string reason;     ///< e.g. "HTTP 503", "timeout after 500 ms", "answer has 4 values for 5 keys"
+  unsigned attempts = 0;  ///< attempts made (1 + retries used)
+};
+
+struct enrich_options {
+  std::string url;                          ///< http://host:port/path (POST target)
+  std::size_t batch_size = 100;             ///< keys per request, >= 1
+  std::chrono::milliseconds linger{5};      ///< a partial batch goes out this long after its first key
+  std::size_t max_in_flight = 4;            ///< outstanding requests per worker instance, >= 1
+  std::chrono::milliseconds timeout{1000};  ///< per attempt, connect to last byte, > 0
+  std::size_t retries = 2;                  ///< attempts after the first
+  std::chrono::milliseconds backoff{10};    ///< first retry's backoff before jitter
+  std::chrono::milliseconds max_backoff{1000};
+  enrich_order order = enrich_order::ordered;
+  std::size_t cache_entries = 0;            ///< 0 = no cache; else the bound (oldest evicted)
+  std::chrono::milliseconds cache_ttl{60000};
+  http_transport_kind transport = http_transport_kind::beast;
+  std::size_t max_connections = 0;          ///< 0 = max_in_flight
+  /// Records held by one instance (waiting, in flight, or held for order) beyond which
+  /// on_flush() returns false. 0 = (max_in_flight + 2) * batch_size.
+  std::size_t max_buffered = 0;
+  std::uint64_t jitter_seed = 42;
+  std::string name = "enrich";              ///< stage name in run_report
+  std::shared_ptr<enrich_metrics> metrics;  ///< optional: read counters after the run
+
+  /// Throws config_error with key "enrich.<option>".
+  void validate() const {
+    (void)http_endpoint::parse(url);
+    if (batch_size == 0) throw config_error("enrich.batch_size", "enrich.batch_size must be >= 1");
+    if (max_in_flight == 0)
+      throw config_error("enrich.max_in_flight", "enrich.max_in_flight must be >= 1");
+    if (timeout.count() <= 0) throw config_error("enrich.timeout", "enrich.timeout must be > 0");
+    if (linger.count() < 0) throw config_error("enrich.linger", "enrich.linger must be >= 0");
+    if (backoff.count() < 0 || max_backoff < backoff)
+      throw config_error("enrich.backoff", "enrich.backoff must be in 0..max_backoff");
+  }
+};
+
+namespace detail {
+
+inline void atomic_max(std::atomic<std::int64_t>& a, std::int64_t v) noexcept {
+  auto cur = a.load(std::memory_order_relaxed);
+  while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {}
+}
+inline void atomic_max(std::atomic<std::uint64_t>& a, std::uint64_t v) noexcept {
+  auto cur = a.load(std::memory_order_relaxed);
+  while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {}
+}
+
+template <class T, class U, class KeyFn, class MergeFn, class ErrFn>
+class enrich_stage final : public stage_in<T> {
+ public:
+  stage_in<U>* down = nullptr;
+
+  enrich_stage(const enrich_options& o, std::shared_ptr<enrich_metrics> m, KeyFn k, MergeFn mf,
+               ErrFn ef, std::size_t inputs, stage_counters* c, boost::asio::io_context& ioc)
+      : o_(o), m_(std::move(m)), key_(std::move(k)), merge_(std::move(mf)), err_(std::move(ef)),
+        c_(c), ioc_(ioc), linger_timer_(ioc), frontier_(inputs, event_time_min),
+        inputs_left_(inputs), rng_(o.jitter_seed) {
+    transport_ = make_http_transport(
+        o_.transport, ioc,
+        {.endpoint = http_endpoint::parse(o_.url),
+         .max_connections = o_.max_connections ? o_.max_connections : o_.max_in_flight});
+    max_buffered_ = o_.max_buffered ? o_.max_buffered : (o_.max_in_flight + 2) * o_.batch_size;
+  }
+
+  void on_record(std::size_t, record<T>&& r) override {
+    c_->add(c_->in);
+    std::string k = nlohmann::json(key_(static_cast<const T&>(r.value))).dump();
+    const std::uint64_t seq = base_ + slots_.size();
+    pending_times_.insert(r.time);
+    slots_.push_back(slot{std::move(r), false});
+    if (o_.cache_entries) {
+      auto it = cache_.find(k);
+      if (it != cache_.end()) {
+        if (std::chrono::steady_clock::now() < it->second.expires) {
+          m_->cache_hits.fetch_add(1, std::memory_order_relaxed);
+          complete(seq, nlohmann::json(it->second.value));
+          drain();
+          return;
+        }
+        cache_order_.erase(it->second.pos);
+        cache_.erase(it);
+      }
+    }
+    open_.seqs.push_back(seq);
+    open_.keys.push_back(std::move(k));
+    if (open_.seqs.size() == 1) arm_linger();
+    if (open_.seqs.size() >= o_.batch_size) close_batch();
+  }
+
+  void on_progress(std::size_t in, event_time t) override {
+    if (t > frontier_[in]) frontier_[in] = t;
+    advance();
+  }
+
+  void on_end(std::size_t in) override {
+    frontier_[in] = event_time_max;
+    if (--inputs_left_ > 0) return advance();
+    if (!open_.seqs.empty()) close_batch();
+    ended_ = true;
+    maybe_finish();
+  }
+
+  bool on_flush() override {
+    const bool down_ok = down->on_flush();
+    return down_ok && in_flight_ < o_.max_in_flight && ready_.empty() &&
+           slots_.size() < max_buffered_;
+  }
+
+ private:
+  struct slot {
+    record<T> rec;
+    bool done;
+  };
+  struct batch {
+    std::vector<std::uint64_t> seqs;
+    std::vector<std::string> keys;
+    std::string body;
+    unsigned attempts = 0;
+    std::unique_ptr<boost::asio::steady_timer> backoff;
+  };
+  struct cached {
+    nlohmann::json value;
+    steady_time expires;
+    std::list<std::string>::iterator pos;
+  };
+
+  void arm_linger() {
+    const auto gen = ++linger_gen_;
+    linger_timer_.expires_after(o_.linger);
+    linger_timer_.async_wait([this, gen](const boost::system::error_code& ec) {
+      if (ec || gen != linger_gen_ || open_.seqs.empty()) return;
+      close_batch();
+    });
+  }
+
+  void close_batch() {
+    ++linger_gen_;
+    linger_timer_.cancel();
+    auto b = std::make_shared<batch>(std::move(open_));
+    open_ = batch{};
+    std::string& body = b->body;
+    body.reserve(2 + b->keys.size() * (b->keys.empty() ? 0 : b->keys[0].size() + 1));
+    body += '[';
+    for (std::size_t i = 0; i < b->keys.size(); ++i) {
+      if (i) body += ',';
+      body += b->keys[i];
+    }
+    body += ']';
+    m_->records.fetch_add(b->seqs.size(), std::memory_order_relaxed);
+    m_->batch_size_log2[enrich_metrics::bucket(b->seqs.size())].fetch_add(1, std::memory_order_relaxed);
+    ready_.push_back(std::move(b));
+    pump();
+  }
+
+  void pump() {
+    while (!ready_.empty() && in_flight_ < o_.max_in_flight) {
+      auto b = std::move(ready_.front());
+      ready_.pop_front();
+      ++in_flight_;
+      detail::atomic_max(m_->peak_in_flight, std::int64_t(in_flight_));
+      m_->in_flight.fetch_add(1, std::memory_order_relaxed);
+      send(std::move(b));
+    }
+  }
+
+  void send(std::shared_ptr<batch> b) {
+    ++b->attempts;
+    m_->requests.fetch_add(1, std::memory_order_relaxed);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string body = b->body;  // kept for retries
+    transport_->post(std::move(body), o_.timeout, [this, b, t0](http_result&& r) {
+      const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - t0).count();
+      m_->latency_us_log2[enrich_metrics::bucket(std::uint64_t(us))].fetch_add(
+          1, std::memory_order_relaxed);
+      detail::atomic_max(m_->peak_connections, std::uint64_t(transport_->peak_connections()));
+      on_answer(b, std::move(r));
+    });
+  }
+
+  void on_answer(const std::shared_ptr<batch>& b, http_result&& r) {
+    std::error_code ec = r.ec;
+    std::string reason;
+    nlohmann::json values;
+    if (ec) {
+      reason = ec == http_errc::timeout
+                   ? "timeout after " + std::to_string(o_.timeout.count()) + " ms (" + r.detail + ")"
+                   : ec.message() + " (" + r.detail + ")";
+    } else if (r.status < 200 || r.status > 299) {
+      ec = make_error_code(http_errc::http_status);
+      reason = "HTTP " + std::to_string(r.status);
+    } else {
+      values = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+      if (values.is_discarded() || !values.is_array()) {
+        ec = make_error_code(http_errc::malformed_response);
+        reason = "malformed answer: not a JSON array (" + std::to_string(r.body.size()) + " bytes)";
+      } else if (values.size() != b->seqs.size()) {
+        ec = make_error_code(http_errc::wrong_length);
+        reason = "answer has " + std::to_string(values.size()) + " values for " +
+                 std::to_string(b->seqs.size()) + " keys";
+      }
+    }
+    if (ec && b->attempts <= o_.retries) {
+      m_->retries.fetch_add(1, std::memory_order_relaxed);
+      auto d = o_.backoff * (std::int64_t{1} << std::min<unsigned>(b->attempts - 1, 30));
+      if (d > o_.max_backoff) d = o_.max_backoff;
+      std::uniform_int_distribution<std::int64_t> jitter(d.count() / 2, d.count());
+      b->backoff = std::make_unique<boost::asio::steady_timer>(
+          ioc_, std::chrono::milliseconds{jitter(rng_)});
+      b->backoff->async_wait([this, b](const boost::system::error_code& e) {
+        if (!e) send(b);
+      });
+      return;
+    }
+    // The slot is free before any record leaves (the gauge reads 0 once all ended).
+    --in_flight_;
+    m_->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    if (ec) {
+      m_->failures.fetch_add(1, std::memory_order_relaxed);
+      m_->failed_records.fetch_add(b->seqs.size(), std::memory_order_relaxed);
+      const enrich_error err{ec, reason, b->attempts};
+      for (auto seq : b->seqs) fail(seq, err);
+    } else {
+      for (std::size_t i = 0; i < b->seqs.size(); ++i) {
+        if (o_.cache_entries) remember(b->keys[i], values[i]);
+        complete(b->seqs[i], std::move(values[i]));
+      }
+    }
+    pump();
+    drain();
+    maybe_finish();
+  }
+
+  void remember(const std::string& k, const nlohmann::json& v) {
+    const auto exp = std::chrono::steady_clock::now() + o_.cache_ttl;
+    auto it = cache_.find(k);
+    if (it != cache_.end()) {
+      it->second.value = v;
+      it->second.expires = exp;
+      return;
+    }
+    if (cache_.size() >= o_.cache_entries) {
+      cache_.erase(cache_order_.front());
+      cache_order_.pop_front();
+    }
+    cache_order_.push_back(k);
+    cache_.emplace(k, cached{v, exp, std::prev(cache_order_.end())});
+  }
+
+  /// Slot `seq` got its value: emit now (unordered) or when it reaches the front.
+  void complete(std::uint64_t seq, nlohmann::json&& v) {
+    slot& s = slots_[seq - base_];
+    s.done = true;
+    if (o_.order == enrich_order::ordered && seq != base_) {
+      held_.emplace(seq, std::move(v));
+      return;
+    }
+    emit(s, std::move(v));
+  }
+
+  void emit(slot& s, nlohmann::json&& v) {
+    const event_time t = s.rec.time;
+    record<U> out{U(merge_(std::move(s.rec.value), std::move(v))), t, s.rec.position};
+    erase_time(t);
+    c_->add(c_->out);
+    m_->enriched.fetch_add(1, std::memory_order_relaxed);
+    s.rec.time = event_time_min;  // marks "already left"
+    down->on_record(0, std::move(out));
+  }
+
+  void fail(std::uint64_t seq, const enrich_error& err) {
+    slot& s = slots_[seq - base_];
+    s.done = true;
+    erase_time(s.rec.time);
+    c_->add(c_->errors);
+    if constexpr (!std::is_same_v<ErrFn, std::nullptr_t>) err_(std::move(s.rec), err);
+    s.rec.time = event_time_min;
+  }
+
+  void erase_time(event_time t) {
+    auto it = pending_times_.find(t);
+    if (it != pending_times_.end()) pending_times_.erase(it);
+  }
+
+  /// Pops finished slots from the front; in ordered mode emits held values in order.
+  void drain() {
+    while (!slots_.empty() && slots_.front().done) {
+      auto h = held_.find(base_);
+      if (h != held_.end()) {
+        emit(slots_.front(), std::move(h->second));
+        held_.erase(h);
+      }
+      slots_.pop_front();
+      ++base_;
+    }
+    advance();
+  }
+
+  void advance() {
+    event_time f = *std::min_element(frontier_.begin(), frontier_.end());
+    if (!pending_times_.empty() && *pending_times_.begin() < f) f = *pending_times_.begin();
+    if (f > sent_ && f != event_time_max) {
+      sent_ = f;
+      down->on_progress(0, f);
+    }
+  }
+
+  void maybe_finish() {
+    if (!ended_ || finished_ || in_flight_ || !ready_.empty() || !slots_.empty()) return;
+    finished_ = true;
+    ++linger_gen_;
+    linger_timer_.cancel();
+    down->on_end(0);
+  }
+
+  enrich_options o_;
+  std::shared_ptr<enrich_metrics> m_;
+  KeyFn key_;
+  MergeFn merge_;
+  ErrFn err_;
+  stage_counters* c_;
+  boost::asio::io_context& ioc_;
+  std::unique_ptr<http_transport> transport_;
+  boost::asio::steady_timer linger_timer_;
+  std::uint64_t linger_gen_ = 0;
+  std::deque<slot> slots_;
+  std::uint64_t base_ = 0;
+  std::unordered_map<std::uint64_t, nlohmann::json> held_;
+  std::multiset<event_time> pending_times_;
+  batch open_;
+  std::deque<std::shared_ptr<batch>> ready_;
+  std::size_t in_flight_ = 0, max_buffered_ = 0;
+  std::vector<event_time> frontier_;
+  event_time sent_ = event_time_min;
+  std::size_t inputs_left_;
+  bool ended_ = false, finished_ = false;
+  std::unordered_map<std::string, cached> cache_;
+  std::list<std::string> cache_order_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace detail
+
+/// The enrich operator (see the top of this header for the rule).
+///   key_fn:   K f(const T&), nlohmann::json constructible from K (string, number, ...)
+///   merge_fn: U f(T&&, nlohmann::json&& value)  (value is null for unknown keys)
+///   on_error: void f(record<T>&&, const enrich_error&)  or nullptr (count only)
+/// Returns stream<U>. Throws config_error (key "enrich.*" or "http.url") now for invalid
+/// options, and from runtime::run when the endpoint cannot be resolved.
+template <class T, class KeyFn, class MergeFn, class ErrFn = std::nullptr_t>
+auto enrich(stream<T>&& s, enrich_options opts, KeyFn key_fn, MergeFn merge_fn,
+            ErrFn on_error = nullptr) {
+  static_assert(std::is_invocable_v<KeyFn&, const T&>,
+                "rill::enrich: key_fn must be K f(const T&) with nlohmann::json constructible from K");
+  static_assert(std::is_invocable_v<MergeFn&, T&&, nlohmann::json&&>,
+                "rill::enrich: merge_fn must be U f(T&&, nlohmann::json&&)");
+  static_assert(std::is_same_v<ErrFn, std::nullptr_t> ||
+                    std::is_invocable_v<ErrFn&, record<T>&&, const enrich_error&>,
+                "rill::enrich: on_error must be void f(rill::record<T>&&, const rill::enrich_error&) "
+                "or nullptr");
+  using U = std::remove_cvref_t<std::invoke_result_t<MergeFn&, T&&, nlohmann::json&&>>;
+  opts.validate();
+  if (!opts.metrics) opts.metrics = std::make_shared<enrich_metrics>();
+  return stream<U>([prev = s.attach(), opts, key_fn, merge_fn, on_error](
+                       job_builder& b, stage_factory<U> down) {
+    const auto idx = b.metrics().add_stage(opts.name);
+    prev(b, [=](build_context& ctx) -> stage_in<T>* {
+      using S = detail::enrich_stage<T, U, KeyFn, MergeFn, ErrFn>;
+      auto* st = ctx.make<S>(opts, opts.metrics, key_fn, merge_fn, on_error, ctx.inputs,
+                             &ctx.metrics->at(idx, ctx.worker_id), ctx.w->context());
+      auto sub = ctx;
+      sub.inputs = 1;
+      st->down = down(sub);
+      return st;
+    });
+  });
+}
+
+}  // namespace rill
