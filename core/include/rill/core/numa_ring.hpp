@@ -7,11 +7,15 @@
 //   rill::numa_ring<T, R>     one mpmc_ring per NUMA node, used through per-worker endpoints
 //
 // Example:
-//   rill::numa_ring<rill::record<int>> ring{/*nodes=*/2, /*capacity_per_node=*/1024, /*batch=*/32};
-//   auto ep = ring.make_endpoint(/*worker_id=*/0, /*node=*/0);  // once per worker, cached
-//   if (!ep.try_push(std::move(r))) { /* every ring full: reschedule on the loop (backpressure) */
-//   } rill::record<int> out; if (ep.try_pop(out)) { /* got one: from node 0's ring, or from a batch
-//   taken from node 1 */ } assert(ep.counters().local_push + ep.counters().remote_push_items >= 1);
+//   rill::numa_ring<rill::record<int>> ring{/*nodes=*/2, /*capacity_per_node=*/1024,
+//                                           /*batch=*/32};
+//   auto ep = ring.make_endpoint(/*worker_id=*/0, /*node=*/0);  // once per worker
+//   if (!ep.try_push(std::move(r))) {
+//     // every ring was full: reschedule on the loop (backpressure), keep r
+//   }
+//   rill::record<int> out;
+//   if (ep.try_pop(out)) { /* from node 0's ring, or a batch taken from node 1 */ }
+//   std::size_t moved = ep.counters().remote_push_items;  // per-endpoint, never shared
 //
 // Capacity. Both rings round the requested capacity up to a power of two (minimum 2);
 // capacity() returns the rounded value. Memory is capacity * 64 bytes (one cache line per
