@@ -20,8 +20,8 @@
 // Ordering: per (producer worker, consumer worker) FIFO; records and markers of one input
 // arrive in the order that input produced them. Nothing across producers.
 //
-// This is the "simple per-worker inbox" of the main-job issue; the NUMA-aware ring
-// replaces the inbox behind the same push/drain interface.
+// Each destination's inbox is one rill::mpmc_ring of batches (the per-node rings of
+// rill::numa_ring are for work that any worker of a node may take: see rebalance.hpp).
 //
 // Thread safety: push()/flush() on producer worker `from` only; drain() on consumer worker
 // `to` only; wake-ups are posted to the consumer's io_context.
@@ -37,40 +37,26 @@
 #include <utility>
 #include <vector>
 
+#include "rill/core/numa_ring.hpp"
 #include "rill/core/record.hpp"
 #include "rill/core/stage.hpp"
 
 namespace rill {
 
-/// Bounded MPSC FIFO. try_push never blocks (returns false when full); try_pop never
-/// blocks (false when empty). The critical section is a deque push/pop of one batch.
+/// Bounded FIFO of batches between workers: a rill::mpmc_ring (lock-free, cache-line
+/// slots, see <rill/core/numa_ring.hpp>). try_push never blocks (false when full, value
+/// untouched); try_pop never blocks (false when empty).
 template <class T>
 class bounded_inbox {
  public:
-  explicit bounded_inbox(std::size_t capacity) : capacity_(capacity) {}
-  bool try_push(T&& v) {
-    std::lock_guard lk(mu_);
-    if (q_.size() >= capacity_) return false;
-    q_.push_back(std::move(v));
-    return true;
-  }
-  bool try_pop(T& out) {
-    std::lock_guard lk(mu_);
-    if (q_.empty()) return false;
-    out = std::move(q_.front());
-    q_.pop_front();
-    return true;
-  }
+  explicit bounded_inbox(std::size_t capacity) : ring_(capacity) {}
+  bool try_push(T&& v) noexcept { return ring_.try_push(std::move(v)); }
+  bool try_pop(T& out) noexcept { return ring_.try_pop(out); }
   /// Stale snapshot.
-  bool was_empty() const {
-    std::lock_guard lk(mu_);
-    return q_.empty();
-  }
+  bool was_empty() const noexcept { return ring_.was_empty(); }
 
  private:
-  mutable std::mutex mu_;
-  std::deque<T> q_;
-  std::size_t capacity_;
+  mpmc_ring<T> ring_;
 };
 
 /// One item crossing an exchange: a record, a progress marker or an end marker, tagged

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "rill/core/exchange.hpp"
+#include "rill/core/rebalance.hpp"
 #include "rill/core/runtime.hpp"
 #include "rill/core/source.hpp"
 #include "rill/core/stage.hpp"
@@ -182,6 +183,18 @@ struct key_by_stage final : stage_in<T> {
     ex->flush(from);
   }
   bool on_flush() override { return ex->flush(from); }
+};
+
+/// Producer side of rebalance: hands records to the node's ring.
+template <class T>
+struct rebalance_stage final : stage_in<T> {
+  std::shared_ptr<rebalance_exchange<T>> ex;
+  std::size_t producer;
+  rebalance_stage(std::shared_ptr<rebalance_exchange<T>> e, std::size_t p) : ex(std::move(e)), producer(p) {}
+  void on_record(std::size_t in, record<T>&& r) override { ex->push(producer, in, std::move(r)); }
+  void on_progress(std::size_t in, event_time t) override { ex->progress(producer, in, t); }
+  void on_end(std::size_t in) override { ex->end(producer, in); }
+  bool on_flush() override { return ex->flush(producer); }
 };
 
 template <class T, class Late>
@@ -384,6 +397,38 @@ class stream {
         auto* s = ctx.make<detail::key_by_stage<T, K>>(key, ex, ctx.worker_id, n, ctx.inputs);
         producers->push_back(s);
         return s;
+      });
+    });
+  }
+
+  /// Shares the following stateless work between workers through the NUMA node's ring
+  /// (see <rill/core/rebalance.hpp>): a record produced on node A is processed by some
+  /// worker of node A, or of another node when A's ring is full or another node is idle.
+  /// Batches of 256 records; 64 batches per node ring; cross-node moves of 4 batches.
+  stream<T> rebalance() && {
+    return stream<T>([prev = std::move(attach_)](job_builder& b, stage_factory<T> down) {
+      const std::size_t n = b.workers();
+      std::size_t nodes = 1;
+      for (std::size_t w = 0; w < n; ++w) nodes = std::max(nodes, b.rt().node_of(w) + 1);
+      auto ex = std::make_shared<rebalance_exchange<T>>(n, nodes, 64, 256, 4);
+      b.add_finalizer([&b, ex, down, n] {
+        for (std::size_t w = 0; w < n; ++w) {
+          auto ctx = b.context(w, ex->total_inputs());
+          auto* head = down(ctx);
+          auto* wk = ctx.w;
+          ex->bind_consumer(w, b.rt().node_of(w), head, [wk](std::function<void()> fn) {
+            boost::asio::post(wk->context(), std::move(fn));
+          });
+          // Idle workers look at their ring (and steal) and forward frontiers every tick.
+          ctx.add_ticker([ex, w](steady_time) {
+            if (ex->drain(w)) ex->schedule(w);
+          });
+          if (ex->total_inputs() == 0) b.on_start(w, [ex, w] { ex->sync(w); });
+        }
+      });
+      prev(b, [ex, &b](build_context& ctx) -> stage_in<T>* {
+        ex->add_producer(ctx.worker_id, b.rt().node_of(ctx.worker_id), ctx.inputs);
+        return ctx.make<detail::rebalance_stage<T>>(ex, ex->producer_index(ctx.worker_id));
       });
     });
   }
