@@ -1,0 +1,167 @@
+// enrichment — records at a target rate, enriched through the enrichment service in
+// batches, written out as JSON lines; reports what it cost.
+//
+//   rate_source(--rate/s for --seconds) -> enrich(port -> IANA service name) -> sink
+//
+// Run with no arguments it starts the service in-process on loopback with 100 ms latency
+// and sends 4,000 records/s for 5 s (the reference setting of issue 4). Options:
+//   --url URL        use a running service instead (examples/enrichment_service)
+//   --rate N         records per second (0 = as fast as it goes)
+//   --batch-size N   --max-in-flight N   --transport beast|cpprest   --latency MS
+//   --output FILE    JSON lines {"seq":..,"key":..,"service":..} (default: none)
+// Summary (stdout, one JSON object): records/s, p50/p99 latency per record (creation to
+// sink, ms), peak threads and sockets of the process (the in-process service's own thread
+// and server-side sockets included; use --url to leave them out), CPU %, peak RSS.
+#include <CLI/CLI.hpp>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include <rill/operators/enrich.hpp>
+#include <rill/rill.hpp>
+
+#include "enrichment_service.hpp"
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+struct item {
+  std::uint64_t seq;
+  std::chrono::steady_clock::time_point born;
+};
+
+/// Emits `rate` records per second of processing time for `seconds` (rate 0: all at once).
+struct rate_source {
+  using value_type = item;
+  double rate;
+  std::uint64_t total;
+  std::size_t split_count() const { return 1; }
+  struct reader {
+    const rate_source* s;
+    std::uint64_t sent = 0;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    template <class Emit>
+    rill::poll_status poll(Emit&& emit, std::size_t max) {
+      const auto now = std::chrono::steady_clock::now();
+      std::uint64_t due = s->total;
+      if (s->rate > 0)
+        due = std::min<std::uint64_t>(s->total, std::uint64_t(std::chrono::duration<double>(now - t0).count() * s->rate) + 1);
+      if (sent == due) return sent == s->total ? rill::poll_status::end : rill::poll_status::idle;
+      for (std::size_t n = 0; n < max && sent < due; ++n, ++sent)
+        emit(rill::record<item>{{sent, now}, rill::event_time{std::chrono::milliseconds{std::int64_t(sent)}}});
+      return sent == s->total ? rill::poll_status::end : rill::poll_status::more;
+    }
+    std::string error() const { return {}; }
+  };
+  reader open(std::size_t) const { return reader{this}; }
+};
+
+const std::vector<std::string> keys = {"22/tcp", "53/udp", "80/tcp", "443/tcp", "123/udp", "25/tcp"};
+
+std::size_t count_entries(const char* dir, bool sockets_only) {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (!sockets_only) { ++n; continue; }
+    auto t = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && t.string().rfind("socket:", 0) == 0) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rill enrichment example: batched async REST enrichment at a target rate"};
+  std::string url, output, transport = "beast";
+  double rate = 4000, seconds = 5;
+  std::size_t batch = 200, in_flight = 4;
+  int latency_ms = 100;
+  app.add_option("--url", url, "enrichment service URL (default: start one in-process)");
+  app.add_option("--rate", rate, "records per second (0 = unthrottled)")->check(CLI::NonNegativeNumber);
+  app.add_option("--seconds", seconds, "how long to send")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", batch, "keys per request")->check(CLI::PositiveNumber);
+  app.add_option("--max-in-flight", in_flight, "outstanding requests")->check(CLI::PositiveNumber);
+  app.add_option("--latency", latency_ms, "in-process service latency, ms")->check(CLI::NonNegativeNumber);
+  app.add_option("--transport", transport, "beast or cpprest")->check(CLI::IsMember({"beast", "cpprest"}));
+  app.add_option("--output", output, "JSON lines output file");
+  CLI11_PARSE(app, argc, argv);
+
+  std::optional<rill::svc::enrichment_service> svc;
+  if (url.empty()) {
+    svc.emplace(rill::svc::service_options{.latency = std::chrono::milliseconds{latency_ms}});
+    svc->start();
+    url = svc->url();
+  }
+  std::ofstream out;
+  if (!output.empty()) out.open(output);
+
+  const std::uint64_t total = rate > 0 ? std::uint64_t(rate * seconds) : std::uint64_t(100000 * seconds);
+  std::mutex mu;
+  std::vector<double> latencies_ms;
+  latencies_ms.reserve(total);
+  std::atomic<std::uint64_t> errors{0};
+  auto m = std::make_shared<rill::enrich_metrics>();
+
+  auto s = rill::enrich(
+      rill::from(rate_source{rate, total}),
+      {.url = url, .batch_size = batch, .linger = 5ms, .max_in_flight = in_flight, .timeout = 5s,
+       .retries = 2, .transport = transport == "cpprest" ? rill::http_transport_kind::cpprest
+                                                         : rill::http_transport_kind::beast,
+       .metrics = m},
+      [](const item& it) { return keys[it.seq % keys.size()]; },
+      [](item&& it, json&& v) { return std::pair{it, std::move(v)}; },
+      [&](rill::record<item>&& r, const rill::enrich_error& e) {
+        ++errors;
+        std::cerr << "enrichment: record " << r.value.seq << ": " << e.reason << '\n';
+      });
+  auto job = std::move(s).sink([&](std::pair<item, json>&& p) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p.first.born).count();
+    std::lock_guard lk(mu);
+    latencies_ms.push_back(ms);
+    if (out) out << json{{"seq", p.first.seq}, {"key", keys[p.first.seq % keys.size()]}, {"service", p.second}} << '\n';
+  });
+
+  std::atomic<bool> done{false};
+  std::size_t peak_threads = 0, peak_sockets = 0;
+  std::thread sampler([&] {
+    while (!done) {
+      peak_threads = std::max(peak_threads, count_entries("/proc/self/task", false) - 1);
+      peak_sockets = std::max(peak_sockets, count_entries("/proc/self/fd", true));
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  rill::runtime rt{{.workers = 1}};
+  rusage u0, u1;
+  getrusage(RUSAGE_SELF, &u0);
+  const auto rep = rt.run(job);
+  getrusage(RUSAGE_SELF, &u1);
+  done = true;
+  sampler.join();
+
+  auto cpu = [](const rusage& u) {
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  auto q = [&](double p) { return latencies_ms.empty() ? 0.0 : latencies_ms[std::size_t(p * (latencies_ms.size() - 1))]; };
+  json summary = {
+      {"records", total}, {"enriched", latencies_ms.size()}, {"errors", errors.load()},
+      {"seconds", rep.elapsed_s}, {"records_per_s", double(latencies_ms.size()) / rep.elapsed_s},
+      {"latency_ms_p50", q(0.5)}, {"latency_ms_p99", q(0.99)},
+      {"requests", m->requests.load()}, {"retries", m->retries.load()},
+      {"batch_size", batch}, {"max_in_flight", in_flight}, {"transport", transport},
+      {"peak_threads", peak_threads}, {"peak_sockets", peak_sockets},
+      {"service_in_process", svc.has_value()},
+      {"cpu_percent", 100.0 * (cpu(u1) - cpu(u0)) / rep.elapsed_s},
+      {"peak_rss_mib", u1.ru_maxrss / 1024}};
+  std::cout << summary.dump() << '\n';
+  return errors ? 1 : 0;
+}
