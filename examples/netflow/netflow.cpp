@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   std::string interface, window_text = "10s", delay_text = "2s", output = "-", summary_path,
                          topology;
   std::size_t workers = 0;
-  bool progress = false;
+  bool progress = false, rebalance = false;
   app.add_option("--input,-i", inputs, "capture file (pcap or pcapng); repeat for several inputs")
       ->check(CLI::ExistingFile);
   app.add_option("--interface", interface, "capture live from this interface instead (libpcap)");
@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--workers,-w", workers, "worker threads (default: one per core)");
   app.add_option("--topology", topology, "synthetic topology, e.g. \"2 nodes x 2 cores\"");
   app.add_flag("--progress", progress, "print a progress line on stderr every second");
+  app.add_flag("--rebalance", rebalance,
+               "share decoding-side work between the workers of a NUMA node (numa_ring)");
   CLI11_PARSE(app, argc, argv);
 
   std::chrono::nanoseconds window, delay;
@@ -148,7 +150,8 @@ int main(int argc, char** argv) {
     auto sink = std::make_shared<rill::ordered_sink<flow_row, by_key, line_writer>>(
         rt.worker_count(), by_key{}, line_writer{out, &conversations});
 
-    auto job = rill::from(std::move(src))
+    auto packets = rebalance ? rill::from(std::move(src)).rebalance() : rill::from(std::move(src));
+    auto job = std::move(packets)
                    .filter([](const rill::packet& p) { return p.key.proto != rill::ip_proto::non_ip; })
                    .key_by([](const rill::packet& p) { return std::hash<rill::flow_key>{}(p.key); })
                    .window_sort({.length = window, .max_delay = delay,

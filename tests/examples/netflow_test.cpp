@@ -136,6 +136,24 @@ INSTANTIATE_TEST_SUITE_P(shared_corpus, netflow_truth,
                            return n;
                          });
 
+// NumaRing issue: the output is byte-identical with the stateless part shared through
+// the node rings (--rebalance, 2 synthetic nodes) and without.
+TEST(netflow, rebalance_output_is_byte_identical) {
+  for (const char* name : {"echo-connections.pcap", "wechat.pcap"}) {
+    const auto capture = shared_pcaps / name;
+    if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
+    auto plain = run_netflow("--input " + capture.string() + " --workers 1", std::string(name) + ".plain");
+    auto shared = run_netflow("--input " + capture.string() +
+                                  " --workers 4 --topology '2 nodes x 2 cores' --rebalance",
+                              std::string(name) + ".rebalance");
+    ASSERT_EQ(plain.exit_code, 0) << plain.stderr_text;
+    ASSERT_EQ(shared.exit_code, 0) << shared.stderr_text;
+    EXPECT_FALSE(plain.output_text.empty());
+    EXPECT_EQ(shared.output_text, plain.output_text) << name;
+    EXPECT_EQ(shared.summary["late"], 0);
+  }
+}
+
 // Windows come out in order, each row's window is 10 s, sorted within a window.
 TEST(netflow, rows_are_ordered_by_window) {
   const auto capture = shared_pcaps / "wechat.pcap";
