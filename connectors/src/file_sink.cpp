@@ -97,10 +97,10 @@ void segment_file_sink::run() {
     if (!f) return;
     if (std::fclose(f) != 0) fail(part);
     f = nullptr;
-    const auto final_name = (fs::path(o_.directory) /
-                             (o_.prefix + "-" + index_name(seg_first) + "-" +
-                              index_name(seg_first + in_seg / o_.record_bytes - 1) + ".seg"))
-                                .string();
+    const auto final_name =
+        (fs::path(o_.directory) / (o_.prefix + "-" + index_name(seg_first) + "-" +
+                                   index_name(seg_first + in_seg / o_.record_bytes - 1) + ".seg"))
+            .string();
     std::error_code ec;
     fs::rename(part, final_name, ec);
     if (ec) {
@@ -125,7 +125,8 @@ void segment_file_sink::run() {
     std::size_t off = 0;
     while (off < buf.size() && !failed()) {
       if (!f) {
-        part = (fs::path(o_.directory) / (o_.prefix + "-" + index_name(seg_first) + ".part")).string();
+        part =
+            (fs::path(o_.directory) / (o_.prefix + "-" + index_name(seg_first) + ".part")).string();
         f = std::fopen(part.c_str(), "wb");
         if (!f) {
           fail(part);
@@ -142,10 +143,12 @@ void segment_file_sink::run() {
       written_.fetch_add(take / o_.record_bytes, std::memory_order_relaxed);
       if (in_seg == seg_bytes) finish_segment();
     }
-    if (off < buf.size()) dropped_.fetch_add((buf.size() - off) / o_.record_bytes, std::memory_order_relaxed);
+    if (off < buf.size())
+      dropped_.fetch_add((buf.size() - off) / o_.record_bytes, std::memory_order_relaxed);
     queued_.fetch_sub(buf.size(), std::memory_order_relaxed);
   }
-  if (in_seg > 0) finish_segment();
+  if (in_seg > 0)
+    finish_segment();
   else if (f) {
     std::fclose(f);
     std::remove(part.c_str());

@@ -1,15 +1,14 @@
 // TCP connectors: tcp_connector, tcp_sink, tcp_receiver, tcp_source.
 // Rules: see the headers (tcp_endpoint.hpp, tcp_sink.hpp, tcp_source.hpp, framing.hpp).
+#include <algorithm>
+#include <array>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-
-#include <algorithm>
-#include <array>
 #include <cerrno>
-#include <optional>
 #include <mutex>
+#include <optional>
 
 #include "rill/connectors/tcp_sink.hpp"
 #include "rill/connectors/tcp_source.hpp"
@@ -47,9 +46,12 @@ tcp_endpoint tcp_endpoint::parse(const std::string& spec) {
   if (c1 == std::string::npos || c2 == c1) throw bad("missing ':'");
   tcp_endpoint ep;
   const auto mode = spec.substr(0, c1);
-  if (mode == "connect") ep.r = role::connect;
-  else if (mode == "listen") ep.r = role::listen;
-  else throw bad("unknown role \"" + mode + "\"");
+  if (mode == "connect")
+    ep.r = role::connect;
+  else if (mode == "listen")
+    ep.r = role::listen;
+  else
+    throw bad("unknown role \"" + mode + "\"");
   ep.host = spec.substr(c1 + 1, c2 - c1 - 1);
   if (ep.host.size() >= 2 && ep.host.front() == '[' && ep.host.back() == ']')
     ep.host = ep.host.substr(1, ep.host.size() - 2);
@@ -58,8 +60,8 @@ tcp_endpoint tcp_endpoint::parse(const std::string& spec) {
   asio::ip::make_address(ep.host, ec);
   if (ec) throw bad("host must be a numeric address");
   const auto port = spec.substr(c2 + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(port) > 65535)
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535)
     throw bad("bad port \"" + port + "\"");
   ep.port = static_cast<std::uint16_t>(std::stoul(port));
   return ep;
@@ -93,22 +95,25 @@ tcp_connector::tcp_connector(asio::io_context& io, tcp_endpoint ep, tcp_backoff 
 void tcp_connector::start(on_socket_fn on_socket, on_error_fn on_error) {
   on_socket_ = std::move(on_socket);
   on_error_ = std::move(on_error);
-  if (acceptor_) accept_next();
-  else connect_now();
+  if (acceptor_)
+    accept_next();
+  else
+    connect_now();
 }
 
 void tcp_connector::accept_next() {
   if (stopped_) return;
-  acceptor_->async_accept([self = shared_from_this()](const boost::system::error_code& ec,
-                                                      tcp::socket s) {
-    if (self->stopped_ || ec == asio::error::operation_aborted) return;
-    if (ec) {
-      if (self->on_error_) self->on_error_(to_std(ec), "accept on " + self->ep_.to_string() + ": " + ec.message());
-    } else {
-      self->on_socket_(std::move(s));
-    }
-    self->accept_next();
-  });
+  acceptor_->async_accept(
+      [self = shared_from_this()](const boost::system::error_code& ec, tcp::socket s) {
+        if (self->stopped_ || ec == asio::error::operation_aborted) return;
+        if (ec) {
+          if (self->on_error_)
+            self->on_error_(to_std(ec), "accept on " + self->ep_.to_string() + ": " + ec.message());
+        } else {
+          self->on_socket_(std::move(s));
+        }
+        self->accept_next();
+      });
 }
 
 void tcp_connector::connect_now() {
@@ -136,8 +141,10 @@ void tcp_connector::reconnect() {
   if (stopped_ || acceptor_ || pending_) return;
   pending_ = true;
   timer_.expires_after(delay_);
-  delay_ = std::min(backoff_.max, std::chrono::milliseconds{static_cast<std::int64_t>(
-                                      static_cast<double>(delay_.count()) * backoff_.factor) + 1});
+  delay_ = std::min(
+      backoff_.max,
+      std::chrono::milliseconds{
+          static_cast<std::int64_t>(static_cast<double>(delay_.count()) * backoff_.factor) + 1});
   timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
     if (ec || self->stopped_) return;
     self->connect_now();
@@ -203,15 +210,16 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
   }
 
   void start_read() {
-    sock->async_read_some(asio::buffer(rbuf), [self = shared_from_this(), g = gen](
-                                                  const boost::system::error_code& ec, std::size_t) {
-      if (self->stopped || g != self->gen) return;
-      if (!ec) return self->start_read();  // receivers do not talk back (yet): ignore
-      self->peer_closed = true;
-      // With a write in flight the write path reports what the kernel says (EPIPE,
-      // ECONNRESET); idle, the connection is failed now so the next record goes to a new one.
-      if (!self->writing) self->lost(ec);
-    });
+    sock->async_read_some(
+        asio::buffer(rbuf),
+        [self = shared_from_this(), g = gen](const boost::system::error_code& ec, std::size_t) {
+          if (self->stopped || g != self->gen) return;
+          if (!ec) return self->start_read();  // receivers do not talk back (yet): ignore
+          self->peer_closed = true;
+          // With a write in flight the write path reports what the kernel says (EPIPE,
+          // ECONNRESET); idle, the connection is failed now so the next record goes to a new one.
+          if (!self->writing) self->lost(ec);
+        });
   }
 
   void start_write() {
@@ -228,28 +236,29 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
       pending_first = next_seq;
     }
     writing = true;
-    std::array<asio::const_buffer, 2> bufs{asio::buffer(hello.data(), send_hello ? hello.size() : 0),
-                                           asio::buffer(inflight)};
-    asio::async_write(*sock, bufs, [self = shared_from_this(), g = gen](
-                                       const boost::system::error_code& ec, std::size_t n) {
-      if (self->stopped || g != self->gen) return;
-      self->writing = false;
-      if (ec) return self->lost(ec);
-      if (self->peer_closed) {
-        // Written after the peer closed: it cannot have been read. Keep it for the resend
-        // and let the next write report the kernel's error; bound the wait.
-        return self->lost(asio::error::eof);
-      }
-      self->send_hello = false;
-      bump(self->st.bytes_sent, n);
-      bump(self->st.records_sent, self->inflight_n);
-      self->inflight.clear();
-      self->inflight_n = 0;
-      self->inflight_first = self->pending_first;
-      if (self->sent_cb) self->sent_cb(self->st.records_sent.load(std::memory_order_relaxed));
-      self->check_writable();
-      self->start_write();
-    });
+    std::array<asio::const_buffer, 2> bufs{
+        asio::buffer(hello.data(), send_hello ? hello.size() : 0), asio::buffer(inflight)};
+    asio::async_write(
+        *sock, bufs,
+        [self = shared_from_this(), g = gen](const boost::system::error_code& ec, std::size_t n) {
+          if (self->stopped || g != self->gen) return;
+          self->writing = false;
+          if (ec) return self->lost(ec);
+          if (self->peer_closed) {
+            // Written after the peer closed: it cannot have been read. Keep it for the resend
+            // and let the next write report the kernel's error; bound the wait.
+            return self->lost(asio::error::eof);
+          }
+          self->send_hello = false;
+          bump(self->st.bytes_sent, n);
+          bump(self->st.records_sent, self->inflight_n);
+          self->inflight.clear();
+          self->inflight_n = 0;
+          self->inflight_first = self->pending_first;
+          if (self->sent_cb) self->sent_cb(self->st.records_sent.load(std::memory_order_relaxed));
+          self->check_writable();
+          self->start_write();
+        });
   }
 
   void check_writable() {
@@ -275,11 +284,11 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
     bump(st.write_errors);
     st.last_error.store(ec.value(), std::memory_order_relaxed);
     drop_connection();
-    const auto msg = o.name + " " + o.endpoint.to_string() + ": connection lost (" +
-                     bec.message() + "), records from " +
+    const auto msg = o.name + " " + o.endpoint.to_string() + ": connection lost (" + bec.message() +
+                     "), records from " +
                      std::to_string(inflight_n ? inflight_first : pending_first) +
                      (o.on_error == tcp_sink_options::policy::reconnect ? " will be resent"
-                                                                         : " dropped: policy fail");
+                                                                        : " dropped: policy fail");
     if (o.on_error == tcp_sink_options::policy::fail) {
       failed = true;
       drop_all();
@@ -326,7 +335,8 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
       if (error_cb)
         error_cb(make_error_code(framing_errc::wrong_size),
                  o.name + ": record of " + std::to_string(wire.size()) +
-                     " bytes does not fit the framing (record index " + std::to_string(next_seq) + ")");
+                     " bytes does not fit the framing (record index " + std::to_string(next_seq) +
+                     ")");
       return false;
     }
     next_seq += n;
@@ -410,7 +420,9 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
   std::function<void()> eof_cb;
 
   impl(asio::io_context& i, tcp_source_options opts, std::shared_ptr<tcp_receiver_stats> s)
-      : io(i), o(std::move(opts)), st(s ? std::move(s) : std::make_shared<tcp_receiver_stats>()),
+      : io(i),
+        o(std::move(opts)),
+        st(s ? std::move(s) : std::make_shared<tcp_receiver_stats>()),
         dec(o.framing) {
     o.framing.validate(o.name);
     if (o.read_bytes < 64) o.read_bytes = 64;
@@ -441,19 +453,20 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
   void start_read() {
     if (!sock || reading || stopped) return;
     reading = true;
-    sock->async_read_some(asio::buffer(buf), [self = shared_from_this(), g = gen](
-                                                 const boost::system::error_code& ec, std::size_t n) {
-      if (self->stopped || g != self->gen) return;
-      self->reading = false;
-      if (ec) {
-        self->end_connection(ec, "");
-        if (!self->stopped) self->conn->reconnect();
-        return;
-      }
-      bump(self->st->bytes, n);
-      if (!self->consume(std::span<const std::byte>(self->buf.data(), n))) return;
-      if (!self->paused) self->start_read();
-    });
+    sock->async_read_some(
+        asio::buffer(buf),
+        [self = shared_from_this(), g = gen](const boost::system::error_code& ec, std::size_t n) {
+          if (self->stopped || g != self->gen) return;
+          self->reading = false;
+          if (ec) {
+            self->end_connection(ec, "");
+            if (!self->stopped) self->conn->reconnect();
+            return;
+          }
+          bump(self->st->bytes, n);
+          if (!self->consume(std::span<const std::byte>(self->buf.data(), n))) return;
+          if (!self->paused) self->start_read();
+        });
   }
 
   /// False when the connection was dropped (bad input).
@@ -526,17 +539,20 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
   }
 
   void end_connection(const boost::system::error_code& bec, const std::string& why) {
-    const bool mid = dec.partial_bytes() > 0 || (o.handshake && hello_have > 0 && hello_have < tcp_hello::size);
+    const bool mid =
+        dec.partial_bytes() > 0 || (o.handshake && hello_have > 0 && hello_have < tcp_hello::size);
     const auto partial = dec.partial_bytes();
     const bool clean = bec == asio::error::eof && !mid;
     drop();
     if (mid) {
       bump(st->broken_mid_record);
       report(to_std(bec), where() + ": connection broken mid-record (" +
-                              (why.empty() ? bec.message() : why) + "): " + std::to_string(partial) +
-                              " bytes of record " + std::to_string(expected) + " discarded");
+                              (why.empty() ? bec.message() : why) +
+                              "): " + std::to_string(partial) + " bytes of record " +
+                              std::to_string(expected) + " discarded");
     } else if (!clean) {
-      report(to_std(bec), where() + ": connection lost (" + (why.empty() ? bec.message() : why) + ")");
+      report(to_std(bec),
+             where() + ": connection lost (" + (why.empty() ? bec.message() : why) + ")");
     } else if (eof_cb) {
       eof_cb();
     }
@@ -605,8 +621,10 @@ struct tcp_source::state {
 };
 
 tcp_source::tcp_source(tcp_source_options opts)
-    : opts_(std::move(opts)), stats_(std::make_shared<tcp_receiver_stats>()),
-      port_(std::make_shared<std::atomic<std::uint16_t>>(0)), log_(std::make_shared<log>()) {
+    : opts_(std::move(opts)),
+      stats_(std::make_shared<tcp_receiver_stats>()),
+      port_(std::make_shared<std::atomic<std::uint16_t>>(0)),
+      log_(std::make_shared<log>()) {
   opts_.framing.validate(opts_.name);
 }
 std::shared_ptr<const tcp_receiver_stats> tcp_source::stats() const { return stats_; }
@@ -652,7 +670,7 @@ poll_status tcp_source::reader::begin_poll() {
     s.rx->on_gap([ws](std::uint64_t a, std::uint64_t b) {
       if (auto sp = ws.lock())
         sp->log->add(sp->o.name + ": gap [" + std::to_string(a) + ", " + std::to_string(b) +
-                            "): " + std::to_string(b - a) + " records lost on a broken connection");
+                     "): " + std::to_string(b - a) + " records lost on a broken connection");
     });
     s.rx->on_error([ws](const std::error_code&, const std::string& m) {
       if (auto sp = ws.lock()) sp->log->add(m);

@@ -19,12 +19,10 @@
 //   streamed_sockets --role indexer --in listen:127.0.0.1:7101
 //       --out connect:127.0.0.1:7102 --out connect:127.0.0.1:7105 --dir /tmp/ss/indexer
 #include <CLI/CLI.hpp>
-
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-
-#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -50,15 +48,16 @@ struct config {
   std::string role, in, back, dir;
   std::vector<std::string> out;
   std::uint64_t bytes = std::uint64_t{1} << 30;
-  double rate_gbps = 0;          // generator: fake traffic target, GB/s; 0 = as fast as possible
-  double real_per_s = 1000;      // generator: real requests per second
+  double rate_gbps = 0;      // generator: fake traffic target, GB/s; 0 = as fast as possible
+  double real_per_s = 1000;  // generator: real requests per second
   bool nagle = false, quiet = false;
-  std::size_t buffer_bytes = std::size_t{1} << 20;  // per TCP destination (bounded queue)
+  std::size_t buffer_bytes = std::size_t{1} << 20;         // per TCP destination (bounded queue)
   std::uint64_t segment_records = std::uint64_t{1} << 20;  // 32 MiB segment files
 };
 
 std::uint64_t now_ns() {
-  return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(clk::now().time_since_epoch()).count());
+  return std::uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(clk::now().time_since_epoch()).count());
 }
 void put64(std::byte* p, std::uint64_t v) { std::memcpy(p, &v, 8); }
 std::uint64_t get64(const std::byte* p) {
@@ -68,15 +67,22 @@ std::uint64_t get64(const std::byte* p) {
 }
 
 rill::tcp_sink_options sink_opts(const config& c, const std::string& ep, const std::string& name) {
-  return {.endpoint = rill::tcp_endpoint::parse(ep), .framing = rill::framing::fixed(blob),
-          .buffer_bytes = c.buffer_bytes, .no_delay = !c.nagle, .name = name};
+  return {.endpoint = rill::tcp_endpoint::parse(ep),
+          .framing = rill::framing::fixed(blob),
+          .buffer_bytes = c.buffer_bytes,
+          .no_delay = !c.nagle,
+          .name = name};
 }
 rill::tcp_source_options source_opts(const std::string& ep, const std::string& name) {
-  return {.endpoint = rill::tcp_endpoint::parse(ep), .framing = rill::framing::fixed(blob),
-          .read_bytes = std::size_t{256} << 10, .name = name};
+  return {.endpoint = rill::tcp_endpoint::parse(ep),
+          .framing = rill::framing::fixed(blob),
+          .read_bytes = std::size_t{256} << 10,
+          .name = name};
 }
 void log_errors(rill::tcp_sink& s) {
-  s.on_error([](const std::error_code&, const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
+  s.on_error([](const std::error_code&, const std::string& m) {
+    std::fprintf(stderr, "%s\n", m.c_str());
+  });
 }
 
 // ---------------------------------------------------------------- generator
@@ -123,7 +129,9 @@ int generator(const config& c) {
     const auto now = clk::now();
     const double el = std::chrono::duration<double>(now - t0).count();
     const std::uint64_t due =
-        c.rate_gbps > 0 ? std::min<std::uint64_t>(total, std::uint64_t(el * c.rate_gbps * 1e9 / blob) + 1) : total;
+        c.rate_gbps > 0
+            ? std::min<std::uint64_t>(total, std::uint64_t(el * c.rate_gbps * 1e9 / blob) + 1)
+            : total;
     while (sent < due && out.writable()) {
       std::memset(b.data(), 0, blob);
       if (now >= next_real) {
@@ -153,16 +161,21 @@ int generator(const config& c) {
   const double el = std::chrono::duration<double>(clk::now() - t0).count();
   std::sort(lat_ms.begin(), lat_ms.end());
   auto pct = [&](double p) {
-    return lat_ms.empty() ? 0.0 : lat_ms[std::min(lat_ms.size() - 1, std::size_t(p / 100 * double(lat_ms.size())))];
+    return lat_ms.empty()
+               ? 0.0
+               : lat_ms[std::min(lat_ms.size() - 1, std::size_t(p / 100 * double(lat_ms.size())))];
   };
   double avg = 0;
   for (double v : lat_ms) avg += v;
   avg = lat_ms.empty() ? 0 : avg / double(lat_ms.size());
-  std::printf("generator: sent %llu records (%.3f GB) in %.2f s = %.3f GB/s offered; real requests %llu, answered %llu\n",
-              (unsigned long long)sent, double(sent * blob) / 1e9, el, double(sent * blob) / 1e9 / el,
-              (unsigned long long)real_sent, (unsigned long long)real_got);
-  std::printf("latency: average %.3f ms, p1/p10/p50/p90/p99 = %.3f/%.3f/%.3f/%.3f/%.3f ms (N = %zu)\n", avg,
-              pct(1), pct(10), pct(50), pct(90), pct(99), lat_ms.size());
+  std::printf(
+      "generator: sent %llu records (%.3f GB) in %.2f s = %.3f GB/s offered; real requests %llu, "
+      "answered %llu\n",
+      (unsigned long long)sent, double(sent * blob) / 1e9, el, double(sent * blob) / 1e9 / el,
+      (unsigned long long)real_sent, (unsigned long long)real_got);
+  std::printf(
+      "latency: average %.3f ms, p1/p10/p50/p90/p99 = %.3f/%.3f/%.3f/%.3f/%.3f ms (N = %zu)\n", avg,
+      pct(1), pct(10), pct(50), pct(90), pct(99), lat_ms.size());
   return real_got == real_sent ? 0 : 1;
 }
 
@@ -175,7 +188,8 @@ int relay(const config& c) {
   std::vector<std::unique_ptr<rill::tcp_sink>> sinks;
   rill::fan_out out;
   for (std::size_t i = 0; i < c.out.size(); ++i) {
-    sinks.push_back(std::make_unique<rill::tcp_sink>(io, sink_opts(c, c.out[i], c.role + "->" + c.out[i])));
+    sinks.push_back(
+        std::make_unique<rill::tcp_sink>(io, sink_opts(c, c.out[i], c.role + "->" + c.out[i])));
     log_errors(*sinks.back());
     out.add(rill::fan_out::to(*sinks.back(), rill::fan_out::slow::backpressure, c.out[i]));
   }
@@ -186,13 +200,19 @@ int relay(const config& c) {
   }
   std::unique_ptr<rill::segment_file_sink> files;
   if (!c.dir.empty()) {
-    files = std::make_unique<rill::segment_file_sink>(rill::segment_file_options{
-        .directory = c.dir, .prefix = c.role, .record_bytes = blob, .records_per_segment = c.segment_records});
+    files = std::make_unique<rill::segment_file_sink>(
+        rill::segment_file_options{.directory = c.dir,
+                                   .prefix = c.role,
+                                   .record_bytes = blob,
+                                   .records_per_segment = c.segment_records});
     out.add(rill::fan_out::to(*files, rill::fan_out::slow::backpressure, "disk"));
   }
-  in.on_error([](const std::error_code&, const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
+  in.on_error([](const std::error_code&, const std::string& m) {
+    std::fprintf(stderr, "%s\n", m.c_str());
+  });
   in.on_gap([&](std::uint64_t a, std::uint64_t b) {
-    std::fprintf(stderr, "%s: gap [%llu, %llu)\n", c.role.c_str(), (unsigned long long)a, (unsigned long long)b);
+    std::fprintf(stderr, "%s: gap [%llu, %llu)\n", c.role.c_str(), (unsigned long long)a,
+                 (unsigned long long)b);
   });
   std::vector<std::byte> batch;
   asio::steady_timer retry{io};
@@ -200,8 +220,10 @@ int relay(const config& c) {
     retry.expires_after(100us);
     retry.async_wait([&](auto ec) {
       if (ec) return;
-      if (out.ready()) in.resume();
-      else wait_ready();
+      if (out.ready())
+        in.resume();
+      else
+        wait_ready();
     });
   };
   in.on_records([&](std::uint64_t first, std::span<const std::span<const std::byte>> recs) {
@@ -222,8 +244,14 @@ int relay(const config& c) {
   in.on_eof([&] {
     in.stop();
     if (open == 0) io.stop();
-    for (auto& s : sinks) s->close([&] { if (--open == 0) io.stop(); });
-    if (reply) reply->close([&] { if (--open == 0) io.stop(); });
+    for (auto& s : sinks)
+      s->close([&] {
+        if (--open == 0) io.stop();
+      });
+    if (reply)
+      reply->close([&] {
+        if (--open == 0) io.stop();
+      });
   });
   in.start();
   for (auto& s : sinks) s->start();
@@ -251,7 +279,8 @@ int terminator(const config& c) {
   std::size_t eofs = 0;
   for (std::size_t i = 0; i < ins.size(); ++i) {
     auto& in = ins[i];
-    in.rx = std::make_unique<rill::tcp_receiver>(io, source_opts(i == 0 ? c.in : c.back, i == 0 ? "terminator" : "terminator-tap"));
+    in.rx = std::make_unique<rill::tcp_receiver>(
+        io, source_opts(i == 0 ? c.in : c.back, i == 0 ? "terminator" : "terminator-tap"));
     in.rx->on_records([&in](std::uint64_t, std::span<const std::span<const std::byte>> recs) {
       if (in.first == clk::time_point{}) in.first = clk::now();
       for (auto r : recs) {
@@ -273,10 +302,11 @@ int terminator(const config& c) {
     auto& in = ins[i];
     const auto bytes = in.rx->stats().bytes.load();
     const double s = std::chrono::duration<double>(in.last - in.first).count();
-    std::printf("terminator%s: %llu records, %.3f GB in %.3f s = %.3f GB/s; index errors %llu, gaps %llu\n",
-                i == 0 ? "" : " (tap)", (unsigned long long)in.rx->stats().records.load(), double(bytes) / 1e9, s,
-                s > 0 ? double(bytes) / 1e9 / s : 0.0, (unsigned long long)in.index_errors,
-                (unsigned long long)in.rx->stats().gaps.load());
+    std::printf(
+        "terminator%s: %llu records, %.3f GB in %.3f s = %.3f GB/s; index errors %llu, gaps %llu\n",
+        i == 0 ? "" : " (tap)", (unsigned long long)in.rx->stats().records.load(),
+        double(bytes) / 1e9, s, s > 0 ? double(bytes) / 1e9 / s : 0.0,
+        (unsigned long long)in.index_errors, (unsigned long long)in.rx->stats().gaps.load());
     if (in.index_errors || in.rx->stats().gaps.load()) rc = 1;
   }
   return rc;
@@ -292,16 +322,22 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"generator", "indexer", "forwarder", "processor", "terminator"}));
   app.add_option("--in", c.in, "input endpoint, e.g. listen:127.0.0.1:7101");
-  app.add_option("--out", c.out, "output endpoint(s), e.g. connect:127.0.0.1:7102 (repeat to fan out)");
+  app.add_option("--out", c.out,
+                 "output endpoint(s), e.g. connect:127.0.0.1:7102 (repeat to fan out)");
   app.add_option("--back", c.back,
                  "generator: where responses arrive (listen:...); processor: where to send them "
                  "(connect:...); terminator: the tap input (listen:...)");
-  app.add_option("--dir", c.dir, "indexer/forwarder: directory for segment files (empty = no disk)");
+  app.add_option("--dir", c.dir,
+                 "indexer/forwarder: directory for segment files (empty = no disk)");
   app.add_option("--bytes", c.bytes, "generator: bytes to send (multiple of 32)");
-  app.add_option("--rate", c.rate_gbps, "generator: fake traffic target in GB/s (0 = as fast as possible)");
-  app.add_option("--real-rate", c.real_per_s, "generator: real requests per second")->check(CLI::PositiveNumber);
-  app.add_option("--segment-records", c.segment_records, "records per segment file")->check(CLI::PositiveNumber);
-  app.add_option("--buffer", c.buffer_bytes, "bytes buffered per TCP destination before backpressure");
+  app.add_option("--rate", c.rate_gbps,
+                 "generator: fake traffic target in GB/s (0 = as fast as possible)");
+  app.add_option("--real-rate", c.real_per_s, "generator: real requests per second")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--segment-records", c.segment_records, "records per segment file")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--buffer", c.buffer_bytes,
+                 "bytes buffered per TCP destination before backpressure");
   app.add_flag("--nagle", c.nagle, "leave Nagle's algorithm on (default: TCP_NODELAY)");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -11,7 +11,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -41,7 +40,9 @@ std::vector<std::byte> bytes(std::initializer_list<int> v) {
   for (int x : v) out.push_back(std::byte(x));
   return out;
 }
-std::string str(std::span<const std::byte> s) { return {reinterpret_cast<const char*>(s.data()), s.size()}; }
+std::string str(std::span<const std::byte> s) {
+  return {reinterpret_cast<const char*>(s.data()), s.size()};
+}
 
 /// A record of 8 bytes: its index, little-endian (so any corruption shows).
 std::array<std::byte, 8> rec8(std::uint64_t i) {
@@ -288,7 +289,8 @@ TEST_P(resync, broken_mid_record_then_reconnect) {
       });
       return true;
     });
-    rx->on_gap([&](std::uint64_t a, std::uint64_t b) { w.update([&] { gaps.emplace_back(a, b); }); });
+    rx->on_gap(
+        [&](std::uint64_t a, std::uint64_t b) { w.update([&] { gaps.emplace_back(a, b); }); });
     rx->start();
     return rx->port();
   });
@@ -334,15 +336,14 @@ TEST_P(resync, broken_mid_record_then_reconnect) {
   EXPECT_EQ(rx->stats().partial_bytes_discarded.load(), 4u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    cases, resync,
-    ::testing::Values(
-        // sender lost records 3 and 4: gap [3, 5) reported, nothing corrupt
-        resync_case{5, {0, 1, 2, 5, 6, 7, 8, 9}, 1, 2, 0},
-        // sender resent from 3 (the broken record): no gap at all
-        resync_case{3, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 0, 0},
-        // sender resent from 1: records 1 and 2 are duplicates, skipped
-        resync_case{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 0, 2}));
+INSTANTIATE_TEST_SUITE_P(cases, resync,
+                         ::testing::Values(
+                             // sender lost records 3 and 4: gap [3, 5) reported, nothing corrupt
+                             resync_case{5, {0, 1, 2, 5, 6, 7, 8, 9}, 1, 2, 0},
+                             // sender resent from 3 (the broken record): no gap at all
+                             resync_case{3, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 0, 0},
+                             // sender resent from 1: records 1 and 2 are duplicates, skipped
+                             resync_case{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 0, 2}));
 
 // ---------------------------------------------------------------- start order, reconnect
 
@@ -434,7 +435,8 @@ TEST(tcp, slow_receiver_backpressure_keeps_memory_bounded) {
   lp.call([&] {
     rx = std::make_unique<rill::tcp_receiver>(
         lp.io, rill::tcp_source_options{.endpoint = rill::tcp_endpoint::listen("127.0.0.1", 0),
-                                        .framing = rill::framing::fixed(8), .read_bytes = 4096});
+                                        .framing = rill::framing::fixed(8),
+                                        .read_bytes = 4096});
     rx->on_records([&](std::uint64_t, std::span<const std::span<const std::byte>> recs) {
       w.update([&] {
         got += recs.size();
@@ -444,8 +446,10 @@ TEST(tcp, slow_receiver_backpressure_keeps_memory_bounded) {
     });
     rx->start();
     sink = std::make_unique<rill::tcp_sink>(
-        lp.io, rill::tcp_sink_options{.endpoint = rill::tcp_endpoint::connect("127.0.0.1", rx->port()),
-                                      .framing = rill::framing::fixed(8), .buffer_bytes = cap});
+        lp.io,
+        rill::tcp_sink_options{.endpoint = rill::tcp_endpoint::connect("127.0.0.1", rx->port()),
+                               .framing = rill::framing::fixed(8),
+                               .buffer_bytes = cap});
     sink->on_writable([&] { pump(); });
     sink->start();
     pump();
@@ -489,9 +493,9 @@ TEST(fan_out, backpressure_target_pauses_drop_target_counts) {
   out.add(rill::fan_out::to(slow_drop, rill::fan_out::slow::drop, "tap"));
   const auto r = rill::frame_encoder{rill::framing::fixed(8)};
   auto wire = rec8(1);
-  EXPECT_TRUE(out.write(wire, 1));   // held 8 everywhere
-  EXPECT_TRUE(out.write(wire, 1));   // 16: slow_drop now full
-  EXPECT_TRUE(out.write(wire, 1));   // dropped for the tap, counted
+  EXPECT_TRUE(out.write(wire, 1));  // held 8 everywhere
+  EXPECT_TRUE(out.write(wire, 1));  // 16: slow_drop now full
+  EXPECT_TRUE(out.write(wire, 1));  // dropped for the tap, counted
   EXPECT_EQ(slow_drop.records, 2u);
   EXPECT_EQ(out.targets()[1].records_dropped, 1u);
   EXPECT_NE(msg.find("tap is full"), std::string::npos);
@@ -511,15 +515,20 @@ TEST(segment_file_sink, names_by_first_and_last_index_and_content) {
   const auto dir = std::filesystem::path(RILL_TEST_BINARY_DIR) / "segfiles";
   std::filesystem::remove_all(dir);
   {
-    rill::segment_file_sink s{{.directory = dir.string(), .prefix = "ix", .record_bytes = 8,
-                               .records_per_segment = 4, .chunk_bytes = 24}};
+    rill::segment_file_sink s{{.directory = dir.string(),
+                               .prefix = "ix",
+                               .record_bytes = 8,
+                               .records_per_segment = 4,
+                               .chunk_bytes = 24}};
     for (std::uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(s.write_framed(rec8(i), 1));
     s.close();
     EXPECT_EQ(s.records_written(), 10u);
     const auto f = s.files();
     ASSERT_EQ(f.size(), 3u);
-    EXPECT_EQ(std::filesystem::path(f[0]).filename(), "ix-00000000000000000000-00000000000000000003.seg");
-    EXPECT_EQ(std::filesystem::path(f[2]).filename(), "ix-00000000000000000008-00000000000000000009.seg");
+    EXPECT_EQ(std::filesystem::path(f[0]).filename(),
+              "ix-00000000000000000000-00000000000000000003.seg");
+    EXPECT_EQ(std::filesystem::path(f[2]).filename(),
+              "ix-00000000000000000008-00000000000000000009.seg");
     std::ifstream in(f[1], std::ios::binary);
     std::vector<char> b((std::istreambuf_iterator<char>(in)), {});
     ASSERT_EQ(b.size(), 32u);
@@ -548,8 +557,9 @@ TEST(tcp_pipeline, source_feeds_a_pipeline_until_eof) {
   std::thread feeder([&] {
     for (int i = 0; i < 5000 && port_of.port() == 0; ++i) std::this_thread::yield();
     asio::io_context io;
-    rill::tcp_sink sink{io, {.endpoint = rill::tcp_endpoint::connect("127.0.0.1", port_of.port()),
-                             .framing = rill::framing::length_prefixed(64)}};
+    rill::tcp_sink sink{io,
+                        {.endpoint = rill::tcp_endpoint::connect("127.0.0.1", port_of.port()),
+                         .framing = rill::framing::length_prefixed(64)}};
     sink.start();
     std::string payload;
     for (int i = 0; i < 5000; ++i) {
@@ -591,7 +601,8 @@ TEST(tcp_pipeline, pipeline_sink_delivers_everything_with_backpressure) {
     return rx->port();
   });
   std::vector<rill::record<std::uint64_t>> in;
-  for (std::uint64_t i = 0; i < 20000; ++i) in.push_back({i, rill::event_time{std::chrono::seconds{1}}});
+  for (std::uint64_t i = 0; i < 20000; ++i)
+    in.push_back({i, rill::event_time{std::chrono::seconds{1}}});
   struct enc {
     void operator()(const std::uint64_t& v, std::vector<std::byte>& out) const {
       auto r = rec8(v);
@@ -600,7 +611,8 @@ TEST(tcp_pipeline, pipeline_sink_delivers_everything_with_backpressure) {
   };
   auto out = std::make_shared<rill::tcp_pipeline_sink<std::uint64_t, enc>>(
       1, rill::tcp_sink_options{.endpoint = rill::tcp_endpoint::connect("127.0.0.1", port),
-                                .framing = rill::framing::fixed(8), .buffer_bytes = 16 << 10});
+                                .framing = rill::framing::fixed(8),
+                                .buffer_bytes = 16 << 10});
   rill::runtime rt{{.workers = 1, .topology = "1 node x 1 core", .pin = false}};
   rt.run(rill::from(rill::vector_source<std::uint64_t>{in}).sink(out));
   ASSERT_TRUE(out->wait(5000ms));

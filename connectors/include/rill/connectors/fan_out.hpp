@@ -48,14 +48,17 @@ class fan_out {
   /// segment_file_sink). `s` must outlive the fan_out.
   template <class Sink>
   static target to(Sink& s, slow policy = slow::backpressure, std::string name = {}) {
-    return target{name.empty() ? std::string("target") : std::move(name),
-                  [&s](std::span<const std::byte> w, std::size_t n) { return s.write_framed(w, n); },
-                  [&s] { return s.writable(); }, policy};
+    return target{
+        name.empty() ? std::string("target") : std::move(name),
+        [&s](std::span<const std::byte> w, std::size_t n) { return s.write_framed(w, n); },
+        [&s] { return s.writable(); }, policy};
   }
 
   void add(target t) { targets_.push_back(std::move(t)); }
   /// Called with (target name, message) when a drop-policy target starts dropping.
-  void on_drop(std::function<void(const std::string&, const std::string&)> f) { drop_cb_ = std::move(f); }
+  void on_drop(std::function<void(const std::string&, const std::string&)> f) {
+    drop_cb_ = std::move(f);
+  }
 
   /// Gives `records` framed records (`wire`) to every target. Returns ready(): false =
   /// stop reading until ready() is true again. Never blocks.
@@ -64,13 +67,18 @@ class fan_out {
       if (t.policy == slow::drop && !t.writable()) {
         t.records_dropped += records;
         if (!t.dropping && drop_cb_)
-          drop_cb_(t.name, "fan_out: target " + t.name + " is full (slow consumer): dropping records from here on until it catches up");
+          drop_cb_(
+              t.name,
+              "fan_out: target " + t.name +
+                  " is full (slow consumer): dropping records from here on until it catches up");
         t.dropping = true;
         continue;
       }
       t.dropping = false;
-      if (t.write(wire, records)) t.records_written += records;
-      else t.records_dropped += records;
+      if (t.write(wire, records))
+        t.records_written += records;
+      else
+        t.records_dropped += records;
     }
     return ready();
   }

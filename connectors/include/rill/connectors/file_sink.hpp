@@ -72,8 +72,12 @@ class segment_file_sink {
 
   bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
   std::string error() const;
-  std::uint64_t records_written() const noexcept { return written_.load(std::memory_order_relaxed); }
-  std::uint64_t records_dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  std::uint64_t records_written() const noexcept {
+    return written_.load(std::memory_order_relaxed);
+  }
+  std::uint64_t records_dropped() const noexcept {
+    return dropped_.load(std::memory_order_relaxed);
+  }
   /// Completed segment files, in index order. Any thread.
   std::vector<std::string> files() const;
 

@@ -58,8 +58,8 @@ struct framing {
   /// Throws config_error("<key>.framing", ...) when size is 0 or too large.
   void validate(const std::string& key) const {
     if (size == 0 || size > (std::size_t{1} << 31))
-      throw config_error(key + ".framing",
-                         key + ".framing size must be in 1..2^31 bytes, got " + std::to_string(size));
+      throw config_error(key + ".framing", key + ".framing size must be in 1..2^31 bytes, got " +
+                                               std::to_string(size));
   }
   /// Bytes one record of `payload` bytes takes on the wire.
   std::size_t wire_size(std::size_t payload) const noexcept {
@@ -73,9 +73,9 @@ inline std::span<const std::byte> as_bytes_view(std::string_view s) noexcept {
 }
 
 enum class framing_errc {
-  bad_length = 1,   ///< length prefix > max_record_bytes: the stream cannot be resynchronised
-  bad_hello,        ///< the first 16 bytes of a connection are not a rill hello
-  wrong_size,       ///< encoder: a record's size differs from the fixed size
+  bad_length = 1,  ///< length prefix > max_record_bytes: the stream cannot be resynchronised
+  bad_hello,       ///< the first 16 bytes of a connection are not a rill hello
+  wrong_size,      ///< encoder: a record's size differs from the fixed size
 };
 
 inline const std::error_category& framing_category() noexcept {
@@ -83,9 +83,12 @@ inline const std::error_category& framing_category() noexcept {
     const char* name() const noexcept override { return "rill.framing"; }
     std::string message(int c) const override {
       switch (static_cast<framing_errc>(c)) {
-        case framing_errc::bad_length: return "length prefix exceeds the maximum record size";
-        case framing_errc::bad_hello: return "connection does not start with a rill hello";
-        case framing_errc::wrong_size: return "record size differs from the fixed framing size";
+        case framing_errc::bad_length:
+          return "length prefix exceeds the maximum record size";
+        case framing_errc::bad_hello:
+          return "connection does not start with a rill hello";
+        case framing_errc::wrong_size:
+          return "record size differs from the fixed framing size";
       }
       return "unknown framing error";
     }
@@ -109,7 +112,8 @@ class frame_encoder {
     } else {
       if (rec.size() > f_.size) return make_error_code(framing_errc::bad_length);
       const auto n = static_cast<std::uint32_t>(rec.size());
-      const std::byte p[4] = {std::byte(n >> 24), std::byte(n >> 16), std::byte(n >> 8), std::byte(n)};
+      const std::byte p[4] = {std::byte(n >> 24), std::byte(n >> 16), std::byte(n >> 8),
+                              std::byte(n)};
       out.insert(out.end(), p, p + 4);
     }
     out.insert(out.end(), rec.begin(), rec.end());

@@ -20,7 +20,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <functional>

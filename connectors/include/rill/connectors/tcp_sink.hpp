@@ -34,12 +34,11 @@
 // code, never a signal.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/ip/tcp.hpp>
-
-#include <atomic>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -81,11 +80,12 @@ struct tcp_sink_stats {
   std::atomic<std::uint64_t> records_sent{0};      ///< handed to the kernel on a live connection
   std::atomic<std::uint64_t> bytes_sent{0};        ///< wire bytes incl. hellos and prefixes
   std::atomic<std::uint64_t> records_resent{0};    ///< resent after a broken connection
-  std::atomic<std::uint64_t> records_dropped{0};   ///< dropped: policy fail, or write() after failure
-  std::atomic<std::uint64_t> write_errors{0};      ///< connections lost (write/read errors, EOF)
-  std::atomic<std::uint64_t> connect_errors{0};    ///< failed connect/accept attempts
-  std::atomic<std::uint64_t> connections{0};       ///< connections established
-  std::atomic<int> last_error{0};                  ///< errno value of the last error (0 = none)
+  std::atomic<std::uint64_t> records_dropped{
+      0};                                        ///< dropped: policy fail, or write() after failure
+  std::atomic<std::uint64_t> write_errors{0};    ///< connections lost (write/read errors, EOF)
+  std::atomic<std::uint64_t> connect_errors{0};  ///< failed connect/accept attempts
+  std::atomic<std::uint64_t> connections{0};     ///< connections established
+  std::atomic<int> last_error{0};                ///< errno value of the last error (0 = none)
 };
 
 class tcp_sink {
@@ -158,8 +158,11 @@ template <class T, class Encode>
 class tcp_pipeline_sink {
  public:
   tcp_pipeline_sink(std::size_t workers, tcp_sink_options opts, Encode enc = {})
-      : workers_(workers), cap_(opts.buffer_bytes), enc_(std::move(enc)),
-        guard_(io_.get_executor()), sink_(io_, std::move(opts)) {
+      : workers_(workers),
+        cap_(opts.buffer_bytes),
+        enc_(std::move(enc)),
+        guard_(io_.get_executor()),
+        sink_(io_, std::move(opts)) {
     sink_.on_writable([this] { drain(); });
     sink_.on_sent([this](std::uint64_t) {
       sink_bytes_.store(sink_.buffered_bytes(), std::memory_order_relaxed);

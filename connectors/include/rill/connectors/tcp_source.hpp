@@ -33,9 +33,8 @@
 // must be called from the thread running it. stats() from any thread.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -71,15 +70,15 @@ struct tcp_source_options {
 };
 
 struct tcp_receiver_stats {
-  std::atomic<std::uint64_t> records{0};             ///< delivered
-  std::atomic<std::uint64_t> bytes{0};               ///< wire bytes read
+  std::atomic<std::uint64_t> records{0};  ///< delivered
+  std::atomic<std::uint64_t> bytes{0};    ///< wire bytes read
   std::atomic<std::uint64_t> connections{0};
-  std::atomic<std::uint64_t> broken_mid_record{0};   ///< connections that ended mid-record
+  std::atomic<std::uint64_t> broken_mid_record{0};  ///< connections that ended mid-record
   std::atomic<std::uint64_t> partial_bytes_discarded{0};
-  std::atomic<std::uint64_t> gaps{0};                ///< gap reports
-  std::atomic<std::uint64_t> records_missing{0};     ///< sum of the gaps' lengths
+  std::atomic<std::uint64_t> gaps{0};             ///< gap reports
+  std::atomic<std::uint64_t> records_missing{0};  ///< sum of the gaps' lengths
   std::atomic<std::uint64_t> duplicates_skipped{0};
-  std::atomic<std::uint64_t> errors{0};              ///< framing/hello errors, failed connects
+  std::atomic<std::uint64_t> errors{0};  ///< framing/hello errors, failed connects
 };
 
 class tcp_receiver {
@@ -159,8 +158,9 @@ class tcp_source {
       if (st != poll_status::more) return st;
       std::size_t n = 0;
       while (n < max && pop_into(scratch_)) {
-        emit(record<tcp_message>{std::move(scratch_), std::chrono::time_point_cast<std::chrono::nanoseconds>(
-                                                          std::chrono::system_clock::now())});
+        emit(record<tcp_message>{std::move(scratch_),
+                                 std::chrono::time_point_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now())});
         ++n;
       }
       return end_poll();
