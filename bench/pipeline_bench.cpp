@@ -98,8 +98,50 @@ void BM_pipeline_in_memory(benchmark::State& state) {
   state.SetItemsProcessed(std::int64_t(n) * state.iterations());
 }
 
+// Per-stage cost: the same 1,000,000 records through a growing chain, 1 split, one
+// worker or two. stages = 0: source -> sink; 1: + map; 2: + flat_map(1:1); 3: + window_sort;
+// 4: + rebalance before map. ns per record per stage = difference between rows.
+void BM_pipeline_stages(benchmark::State& state) {
+  const auto stages = state.range(0);
+  const std::size_t workers = std::size_t(state.range(1));
+  const int n = 1'000'000;
+  std::vector<rill::record<std::uint64_t>> recs;
+  for (int i = 0; i < n; ++i)
+    recs.push_back({std::uint64_t(i), rill::event_time{std::chrono::microseconds{i} -
+                                                      std::chrono::microseconds{(i * 7) % 4}}});
+  rill::vector_source<std::uint64_t> src{recs};
+  rill::runtime rt{{.workers = workers, .topology = "1 node x 2 cores"}};
+  for (auto _ : state) {
+    auto count = std::make_shared<std::atomic<std::uint64_t>>(0);
+    auto sink_plain = [count](std::uint64_t) { count->fetch_add(1, std::memory_order_relaxed); };
+    auto sink_window = [count](rill::window<std::uint64_t>&& w) {
+      count->fetch_add(w.records.size(), std::memory_order_relaxed);
+    };
+    auto map = [](std::uint64_t x) { return x + 1; };
+    auto fm = [](std::uint64_t x, auto& emit) { emit(x); };
+    auto base = stages >= 4 ? rill::from(src).rebalance() : rill::from(src);
+    rill::job job = [&]() -> rill::job {
+      switch (stages) {
+        case 0: return std::move(base).sink(sink_plain);
+        case 1: return std::move(base).map(map).sink(sink_plain);
+        case 2: return std::move(base).map(map).template flat_map<std::uint64_t>(fm).sink(sink_plain);
+        default:
+          return std::move(base).map(map).template flat_map<std::uint64_t>(fm)
+              .window_sort({.length = std::chrono::milliseconds{10}, .max_delay = std::chrono::microseconds{5}})
+              .sink(sink_window);
+      }
+    }();
+    rt.run(job);
+    if (count->load() != std::uint64_t(n)) state.SkipWithError("count mismatch");
+  }
+  state.SetItemsProcessed(std::int64_t(n) * state.iterations());
+  state.counters["ns_per_record"] = benchmark::Counter(
+      double(n) * double(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 
+BENCHMARK(BM_pipeline_stages)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_libpcap_read_loop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_pcap_reader_decode)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_pipeline_in_memory)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

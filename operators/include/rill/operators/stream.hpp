@@ -91,6 +91,12 @@ struct flat_map_result<T, F, void> {
   using type = std::ranges::range_value_t<std::invoke_result_t<F&, T&&>>;
 };
 
+template <class F, class T, class = void>
+struct returns_range : std::false_type {};
+template <class F, class T>
+struct returns_range<F, T, std::enable_if_t<std::is_invocable_v<F&, T&&>>>
+    : std::bool_constant<std::ranges::range<std::invoke_result_t<F&, T&&>>> {};
+
 template <class S>
 struct shared_sink_traits : std::false_type {};
 template <class S>
@@ -112,7 +118,7 @@ struct map_stage final : forwarding_stage<T, U> {
   F f;
   explicit map_stage(F fn) : f(std::move(fn)) {}
   void on_record(std::size_t in, record<T>&& r) override {
-    this->down->on_record(in, record<U>{U(f(std::move(r.value))), r.time, r.position});
+    this->down->on_record(in, record<U>{U(f(std::move(r.value))), r.time, r.position, std::move(r.ack)});
   }
 };
 
@@ -132,8 +138,9 @@ struct emitter {
   const record<U>* proto_time;  // unused; time comes from `t`
   event_time t;
   std::optional<source_position> pos;
-  void operator()(U&& u) const { down->on_record(in, record<U>{std::move(u), t, pos}); }
-  void operator()(const U& u) const { down->on_record(in, record<U>{u, t, pos}); }
+  std::shared_ptr<ack_token> ack;  // copied into every output (record.hpp, acks)
+  void operator()(U&& u) const { down->on_record(in, record<U>{std::move(u), t, pos, ack}); }
+  void operator()(const U& u) const { down->on_record(in, record<U>{u, t, pos, ack}); }
 };
 
 template <class T, class U, class F>
@@ -141,7 +148,7 @@ struct flat_map_stage final : forwarding_stage<T, U> {
   F f;
   explicit flat_map_stage(F fn) : f(std::move(fn)) {}
   void on_record(std::size_t in, record<T>&& r) override {
-    emitter<U> e{this->down, in, nullptr, r.time, r.position};
+    emitter<U> e{this->down, in, nullptr, r.time, r.position, std::move(r.ack)};
     if constexpr (std::is_invocable_v<F&, T&&, emitter<U>&>) {
       f(std::move(r.value), e);
     } else {
@@ -218,7 +225,8 @@ struct window_sort_stage final : stage_in<T> {
     return [this](window<T>&& w) {
       c->add(c->out, w.records.size());
       const auto t = w.end - std::chrono::nanoseconds{1};
-      down->on_record(0, record<window<T>>{std::move(w), t, std::nullopt});
+      auto ack = join_acks(w.records);  // the window is done when all its inputs are
+      down->on_record(0, record<window<T>>{std::move(w), t, std::nullopt, std::move(ack)});
     };
   }
   void advance() {
@@ -356,7 +364,7 @@ class stream {
   auto flat_map(F f) && {
     using Out = typename detail::flat_map_result<T, F, U>::type;
     static_assert(std::is_invocable_v<F&, T&&, detail::emitter<Out>&> ||
-                      std::ranges::range<std::invoke_result_t<F&, T&&>>,
+                      detail::returns_range<F, T>::value,
                   "rill::stream<T>::flat_map(f): accepted signatures are "
                   "void f(T&&, Emit&) with flat_map<U>(f), or Range<U> f(T&&)");
     return stream<Out>([prev = std::move(attach_), f](job_builder& b, stage_factory<Out> down) {
