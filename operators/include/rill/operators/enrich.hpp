@@ -20,8 +20,10 @@
 // POST of a JSON array of keys; the answer must be a JSON array of the same length, value
 // i belonging to key i. A batch goes out when it holds `batch_size` keys or `linger`
 // after its first key, or at end of input. At most `max_in_flight` requests are
-// outstanding per worker instance; at that limit on_flush() returns false, so the source
-// stops reading (backpressure). A failed attempt (timeout, connection refused / reset /
+// outstanding per worker instance. At that limit the open batch keeps filling (a linger
+// that expires meanwhile sends it as soon as a slot frees); once it is full too,
+// on_flush() returns false, so the source stops reading (backpressure). Records held are
+// bounded by max_buffered. A failed attempt (timeout, connection refused / reset /
 // closed, HTTP status not 2xx, malformed answer, wrong length) is retried up to `retries`
 // times after an exponential backoff with jitter (backoff * 2^(attempt-1), capped at
 // max_backoff, then a uniform draw in [d/2, d]: "equal jitter"); after the last attempt
@@ -213,8 +215,7 @@ class enrich_stage final : public stage_in<T> {
 
   bool on_flush() override {
     const bool down_ok = down->on_flush();
-    return down_ok && in_flight_ < o_.max_in_flight && ready_.empty() &&
-           slots_.size() < max_buffered_;
+    return down_ok && ready_.empty() && slots_.size() < max_buffered_;
   }
 
  private:
@@ -240,11 +241,18 @@ class enrich_stage final : public stage_in<T> {
     linger_timer_.expires_after(o_.linger);
     linger_timer_.async_wait([this, gen](const boost::system::error_code& ec) {
       if (ec || gen != linger_gen_ || open_.seqs.empty()) return;
+      // No free slot: keep filling this batch and send it when a slot frees (a partial
+      // batch waiting for a slot would waste the slot when it finally goes out).
+      if (in_flight_ >= o_.max_in_flight) {
+        linger_due_ = true;
+        return;
+      }
       close_batch();
     });
   }
 
   void close_batch() {
+    linger_due_ = false;
     ++linger_gen_;
     linger_timer_.cancel();
     auto b = std::make_shared<batch>(std::move(open_));
@@ -338,6 +346,7 @@ class enrich_stage final : public stage_in<T> {
       }
     }
     pump();
+    if (linger_due_ && !open_.seqs.empty() && in_flight_ < o_.max_in_flight) close_batch();
     drain();
     maybe_finish();
   }
@@ -371,7 +380,8 @@ class enrich_stage final : public stage_in<T> {
 
   void emit(slot& s, nlohmann::json&& v) {
     const event_time t = s.rec.time;
-    record<U> out{U(merge_(std::move(s.rec.value), std::move(v))), t, s.rec.position};
+    record<U> out{U(merge_(std::move(s.rec.value), std::move(v))), t, s.rec.position,
+                  std::move(s.rec.ack)};  // carries the input's ack (record.hpp)
     erase_time(t);
     c_->add(c_->out);
     m_->enriched.fetch_add(1, std::memory_order_relaxed);
@@ -434,6 +444,7 @@ class enrich_stage final : public stage_in<T> {
   std::unique_ptr<http_transport> transport_;
   boost::asio::steady_timer linger_timer_;
   std::uint64_t linger_gen_ = 0;
+  bool linger_due_ = false;
   std::deque<slot> slots_;
   std::uint64_t base_ = 0;
   std::unordered_map<std::uint64_t, nlohmann::json> held_;
