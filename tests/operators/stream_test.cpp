@@ -8,6 +8,9 @@
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <thread>
+#include <cstdlib>
+#include <cstdio>
 
 #include "rill/core/runtime.hpp"
 
@@ -151,19 +154,60 @@ TEST(stream, stop_request_ends_an_endless_source_and_drains) {
   EXPECT_EQ(rep.stage("source").out, std::uint64_t(count->load()));  // nothing lost in flight
 }
 
-// CASES.md C11: source(one element) -> map(identity) -> sink, 100,000 runs... scaled to
-// 2,000 runs here (each run starts and joins threads); every run returns with exactly 1.
+// CASES.md C11 (lost wake-up): source(one element) -> map(identity) -> key_by -> sink,
+// run 100,000 times (divided by RILL_STRESS_SCALE under sanitizers). The exchange's
+// consumer goes to sleep and is woken by the producer's push: a lost wake-up would hang a
+// run. A watchdog fails the test if any single run takes longer than 1 s.
 TEST(stream, c11_single_element_runs_never_hang) {
+  long runs = 100000;
+  if (const char* s = std::getenv("RILL_STRESS_SCALE")) runs /= std::max(1L, std::atol(s));
   rill::runtime rt{{.workers = 2, .topology = "1 node x 2 cores"}};
-  for (int i = 0; i < 2000; ++i) {
+  std::atomic<long> current{-1};
+  std::atomic<std::int64_t> started_ns{0};
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    while (!done.load()) {
+      std::this_thread::sleep_for(50ms);
+      const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+      if (current.load() >= 0 && now - started_ns.load() > 1'000'000'000) {
+        std::fprintf(stderr, "C11: run %ld did not return within 1 s\n", current.load());
+        std::abort();
+      }
+    }
+  });
+  long delivered_total = 0;
+  for (long i = 0; i < runs; ++i) {
     auto n = std::make_shared<std::atomic<int>>(0);
     auto j = rill::from(rill::vector_source<int>{numbers(1)})
                  .map([](int x) { return x; })
                  .key_by([](const int& x) { return x; })
                  .sink([n](int) { n->fetch_add(1); });
+    started_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
+    current.store(i);
     rt.run(j);
+    current.store(-1);
     ASSERT_EQ(n->load(), 1) << "run " << i;
+    delivered_total += n->load();
   }
+  done = true;
+  watchdog.join();
+  EXPECT_EQ(delivered_total, runs);
+}
+
+// Synthetic 4-node topology: 4 workers, one per node; rebalance from one split on node 0
+// still delivers every record exactly once.
+TEST(stream, rebalance_on_four_synthetic_nodes) {
+  rill::runtime rt{{.workers = 4, .topology = "4 nodes x 1 core"}};
+  ASSERT_EQ(rt.node_of(3), 3u);
+  const int n = 100000;
+  auto sum = std::make_shared<std::atomic<long>>(0);
+  auto count = std::make_shared<std::atomic<long>>(0);
+  auto j = rill::from(rill::vector_source<int>{numbers(n)})
+               .rebalance()
+               .sink([sum, count](int x) { sum->fetch_add(x); count->fetch_add(1); });
+  rt.run(j);
+  EXPECT_EQ(count->load(), n);
+  EXPECT_EQ(sum->load(), long(n) * (n - 1) / 2);
 }
 
 }  // namespace
