@@ -10,7 +10,11 @@
 // capture time. Output lines: window_start_ns, window_end_ns, proto, a_ip, a_port, b_ip,
 // b_port, packets, bytes. The summary (stderr, or --summary FILE) is one JSON object.
 // Exit status: 0 on success, 1 when a capture had a read error (every record before it
-// was still processed and written), 2 on bad arguments or an unreadable input.
+// was still processed and written) or an enrichment lookup failed for good (the row is
+// written with null enrichment fields), 2 on bad arguments or an unreadable input.
+// --enrich [URL] adds "service" (IANA name of the lower port, /etc/services) and
+// "a_class"/"b_class" (IANA special-purpose address registries) to every row, through
+// three batched enrich stages; without URL an enrichment service runs in-process.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -25,6 +29,9 @@
 #include <unordered_map>
 
 #include <rill/rill.hpp>
+#include <rill/operators/enrich.hpp>
+
+#include "enrichment_service.hpp"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -58,7 +65,19 @@ struct flow_row {
   rill::event_time window_start, window_end;
   rill::flow_key key;
   std::uint64_t packets = 0, bytes = 0;
+  // --enrich: IANA service name of the conversation's lower port, and each address's
+  // IANA special-purpose class (enrichment service; null when unknown or not asked).
+  nlohmann::json service, a_class, b_class;
 };
+
+/// Key of the service lookup: "PORT/PROTO" of the lower port (the usual server side) for
+/// TCP/UDP; "" (answered null) otherwise.
+std::string service_key(const flow_row& r) {
+  if (!r.key.a_port || (r.key.proto != rill::ip_proto::tcp && r.key.proto != rill::ip_proto::udp))
+    return "";
+  return std::to_string(std::min(*r.key.a_port, *r.key.b_port)) + "/" +
+         std::string(rill::to_string(r.key.proto));
+}
 
 std::vector<flow_row> count_conversations(rill::window<rill::packet>&& w) {
   std::unordered_map<rill::flow_key, std::size_t> index;  // key -> position in rows
@@ -84,6 +103,7 @@ struct by_key {
 struct line_writer {
   std::ostream* out;
   std::set<rill::flow_key>* conversations;
+  bool enriched = false;
   void operator()(rill::event_time, const flow_row& r) const {
     nlohmann::ordered_json j = {{"window_start_ns", r.window_start.time_since_epoch().count()},
               {"window_end_ns", r.window_end.time_since_epoch().count()},
@@ -94,6 +114,11 @@ struct line_writer {
               {"b_port", port_json(r.key.b_port)},
               {"packets", r.packets},
               {"bytes", r.bytes}};
+    if (enriched) {
+      j["service"] = r.service;
+      j["a_class"] = r.a_class;
+      j["b_class"] = r.b_class;
+    }
     *out << j.dump() << '\n';
     conversations->insert(r.key);
   }
@@ -108,6 +133,7 @@ int main(int argc, char** argv) {
                          topology;
   std::size_t workers = 0;
   bool progress = false, rebalance = false;
+  std::string enrich_url;
   app.add_option("--input,-i", inputs, "capture file (pcap or pcapng); repeat for several inputs")
       ->check(CLI::ExistingFile);
   app.add_option("--interface", interface, "capture live from this interface instead (libpcap)");
@@ -118,6 +144,11 @@ int main(int argc, char** argv) {
   app.add_option("--workers,-w", workers, "worker threads (default: one per core)");
   app.add_option("--topology", topology, "synthetic topology, e.g. \"2 nodes x 2 cores\"");
   app.add_flag("--progress", progress, "print a progress line on stderr every second");
+  auto* enrich_opt = app.add_option("--enrich", enrich_url,
+                                    "add service name and address classes from the enrichment "
+                                    "service at URL (POST JSON array); without URL: start one "
+                                    "in-process on 127.0.0.1")
+                         ->expected(0, 1);
   app.add_flag("--rebalance", rebalance,
                "share decoding-side work between the workers of a NUMA node (numa_ring)");
   CLI11_PARSE(app, argc, argv);
@@ -147,11 +178,19 @@ int main(int argc, char** argv) {
     auto src = interface.empty() ? rill::pcap_source{inputs} : rill::pcap_source::live(interface);
     auto stats = src.stats();
     std::set<rill::flow_key> conversations;
+    const bool enrich = enrich_opt->count() > 0;
+    std::unique_ptr<rill::svc::enrichment_service> local_service;
+    if (enrich && enrich_url.empty()) {
+      local_service = std::make_unique<rill::svc::enrichment_service>();
+      local_service->start();
+      enrich_url = local_service->url();
+    }
     auto sink = std::make_shared<rill::ordered_sink<flow_row, by_key, line_writer>>(
-        rt.worker_count(), by_key{}, line_writer{out, &conversations});
+        rt.worker_count(), by_key{}, line_writer{out, &conversations, enrich});
+    auto enrich_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
 
     auto packets = rebalance ? rill::from(std::move(src)).rebalance() : rill::from(std::move(src));
-    auto job = std::move(packets)
+    auto rows_stream = std::move(packets)
                    .filter([](const rill::packet& p) { return p.key.proto != rill::ip_proto::non_ip; })
                    .key_by([](const rill::packet& p) { return std::hash<rill::flow_key>{}(p.key); })
                    .window_sort({.length = window, .max_delay = delay,
@@ -159,8 +198,27 @@ int main(int argc, char** argv) {
                                   // hold the watermark. (Idle on files would make output
                                   // depend on read speed.)
                                   .idle_timeout = interface.empty() ? 0s : 5s})
-                   .flat_map(count_conversations)
-                   .sink(sink);
+                   .flat_map(count_conversations);
+    // A failed lookup keeps the row (null fields) and is counted: nothing is lost.
+    // (the error side output hands the row to the sink as it is, on the same worker).
+    auto keep = [enrich_errors, sink](rill::record<flow_row>&& r, const rill::enrich_error& e) {
+      if (enrich_errors->fetch_add(1) == 0) std::cerr << "netflow: enrich: " << e.reason << '\n';
+      sink->write(rill::this_worker()->id(), std::move(r));
+    };
+    auto enriched_rows = [&](auto&& rows) {
+      rill::enrich_options o{.url = enrich_url, .batch_size = 256, .max_in_flight = 4,
+                             .cache_entries = 4096};
+      auto with_service = rill::enrich(
+          std::move(rows), o, service_key,
+          [](flow_row&& r, nlohmann::json&& v) { r.service = std::move(v); return std::move(r); }, keep);
+      auto with_a = rill::enrich(
+          std::move(with_service), o, [](const flow_row& r) { return r.key.a_ip_string(); },
+          [](flow_row&& r, nlohmann::json&& v) { r.a_class = std::move(v); return std::move(r); }, keep);
+      return rill::enrich(
+          std::move(with_a), o, [](const flow_row& r) { return r.key.b_ip_string(); },
+          [](flow_row&& r, nlohmann::json&& v) { r.b_class = std::move(v); return std::move(r); }, keep);
+    };
+    auto job = enrich ? enriched_rows(std::move(rows_stream)).sink(sink) : std::move(rows_stream).sink(sink);
 
     std::atomic<bool> running{true};
     std::thread reporter;
@@ -198,6 +256,7 @@ int main(int argc, char** argv) {
                     {"conversations", conversations.size()},
                     {"windows_rows", sink->written()},
                     {"errors", rep.errors},
+                    {"enrich_errors", enrich_errors->load()},
                     {"workers", rt.worker_count()},
                     {"elapsed_s", rep.elapsed_s},
                     {"packets_per_s", rep.elapsed_s > 0 ? double(p) / rep.elapsed_s : 0.0}};
@@ -207,7 +266,7 @@ int main(int argc, char** argv) {
       std::ofstream(summary_path) << summary.dump(1) << '\n';
     }
     for (const auto& e : rep.errors) std::cerr << "netflow: error: " << e << '\n';
-    return rep.errors.empty() ? 0 : 1;
+    return rep.errors.empty() && enrich_errors->load() == 0 ? 0 : 1;
   } catch (const rill::pcap_error& e) {
     std::cerr << "netflow: " << e.what() << '\n';
     return 2;

@@ -180,6 +180,46 @@ TEST(netflow, sigterm_drains_and_flushes_everything_read) {
   fs::remove(big);
 }
 
+// --enrich (in-process service): dns_icmp.pcap's DNS conversations are port 53/udp, which
+// /etc/services (netbase) names "domain"; 192.168.43.0/24 is private (RFC 1918) and the
+// public resolvers 8.8.8.8, 8.8.4.4, 4.2.2.2 and 174.137.42.65 are global. ICMP rows have
+// no service. Totals are unchanged.
+TEST(netflow, enrich_adds_service_and_address_classes) {
+  const auto capture = shared_pcaps / "dns_icmp.pcap";
+  if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
+  auto r = run_netflow("--input " + capture.string() + " --workers 2 --enrich", "enrich");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ASSERT_FALSE(r.lines.empty());
+  std::uint64_t packets = 0;
+  for (const auto& l : r.lines) {
+    packets += l["packets"].get<std::uint64_t>();
+    if (l["proto"] == "udp") EXPECT_EQ(l["service"], "domain") << l.dump();
+    if (l["proto"] == "icmp") EXPECT_TRUE(l["service"].is_null()) << l.dump();
+    for (const char* side : {"a", "b"}) {
+      const std::string ip = l[std::string(side) + "_ip"];
+      const json cls = l[std::string(side) + "_class"];
+      EXPECT_EQ(cls, ip.rfind("192.168.", 0) == 0 ? "private" : "global") << l.dump();
+    }
+  }
+  EXPECT_EQ(packets, 32u);
+  EXPECT_EQ(r.summary["enrich_errors"], 0);
+}
+
+// An enrichment service that is down: every row is still written (null enrichment), the
+// failures are counted, exit status 1, and the run ends (no hang).
+TEST(netflow, enrich_service_down_keeps_rows_and_fails_visibly) {
+  const auto capture = shared_pcaps / "dns_icmp.pcap";
+  if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
+  auto plain = run_netflow("--input " + capture.string(), "enrich-plain");
+  auto r = run_netflow("--input " + capture.string() + " --enrich http://127.0.0.1:1/enrich",
+                       "enrich-down");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.stderr_text.find("refused"), std::string::npos) << r.stderr_text;
+  ASSERT_EQ(r.lines.size(), plain.lines.size());
+  EXPECT_EQ(r.summary["enrich_errors"].get<std::size_t>(), plain.lines.size());
+  for (const auto& l : r.lines) EXPECT_TRUE(l["service"].is_null());
+}
+
 // Windows come out in order, each row's window is 10 s, sorted within a window.
 TEST(netflow, rows_are_ordered_by_window) {
   const auto capture = shared_pcaps / "wechat.pcap";
