@@ -24,7 +24,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   struct item {
     kafka_message_out m;
     std::int64_t ts;
-    kafka_ack ack;
+    std::shared_ptr<ack_token> ack;  // released at the delivery report
   };
   kafka_sink_options o;
   std::unique_ptr<RdKafka::Producer> p;
@@ -39,7 +39,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
 
   /// Tries to hand one message to librdkafka. false = QUEUE_FULL (keep it). Under mu.
   bool try_produce(item& it) {
-    auto* token = it.ack.valid() ? new kafka_ack(std::move(it.ack)) : nullptr;
+    auto* token = it.ack ? new std::shared_ptr<ack_token>(std::move(it.ack)) : nullptr;
     const auto e = p->produce(o.topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
                               const_cast<char*>(it.m.value.data()), it.m.value.size(),
                               it.m.key ? it.m.key->data() : nullptr, it.m.key ? it.m.key->size() : 0,
@@ -49,7 +49,8 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     delete token;
     if (e == RdKafka::ERR__QUEUE_FULL) return false;
     fail(o.topic, it.m.key, it.m.value, "produce: " + RdKafka::err2str(e));  // e.g. too large
-    it.ack.done();  // reported on the error output: handled
+    if (it.ack) it.ack->fail();  // reported, but not done: no commit past its inputs
+    it.ack.reset();
     pending.fetch_sub(1);
     return true;
   }
@@ -68,7 +69,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   }
 
   void dr_cb(RdKafka::Message& m) override {
-    std::unique_ptr<kafka_ack> token(static_cast<kafka_ack*>(m.msg_opaque()));
+    std::unique_ptr<std::shared_ptr<ack_token>> token(static_cast<std::shared_ptr<ack_token>*>(m.msg_opaque()));
     if (m.err() == RdKafka::ERR_NO_ERROR) {
       stats.delivered.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -77,8 +78,9 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
       std::lock_guard<std::mutex> g(mu);
       fail(m.topic_name(), key,
            std::string(static_cast<const char*>(m.payload()), m.payload() ? m.len() : 0), m.errstr());
+      if (token && *token) (*token)->fail();  // the inputs stay uncommitted (at-least-once)
     }
-    if (token) token->done();
+    token.reset();  // releases the ack: done (or failed) for the source
     pending.fetch_sub(1);
   }
   void event_cb(RdKafka::Event& ev) override {
@@ -119,7 +121,10 @@ producer_core::~producer_core() {
   // Anything still pending is reported (ERR__PURGE_* delivery reports), not dropped silently.
   {
     std::lock_guard<std::mutex> g(s.mu);
-    for (auto& it : s.buffer) s.fail(s.o.topic, it.m.key, it.m.value, "sink destroyed before hand-off");
+    for (auto& it : s.buffer) {
+      s.fail(s.o.topic, it.m.key, it.m.value, "sink destroyed before hand-off");
+      if (it.ack) it.ack->fail();
+    }
     s.pending.fetch_sub(s.buffer.size());
     s.buffer.clear();
   }
@@ -128,7 +133,7 @@ producer_core::~producer_core() {
   s.p->poll(0);
 }
 
-void producer_core::produce(kafka_message_out&& m, std::int64_t ts_ms, kafka_ack&& ack) {
+void producer_core::produce(kafka_message_out&& m, std::int64_t ts_ms, std::shared_ptr<ack_token>&& ack) {
   auto& s = *p_;
   s.stats.accepted.fetch_add(1, std::memory_order_relaxed);
   s.pending.fetch_add(1);

@@ -17,6 +17,27 @@ namespace rill::kafka_detail {
 struct topic_table {
   std::mutex mu;
   std::vector<std::string> names;
+  std::size_t open_splits = 0;                  ///< constructed, final commit not yet made
+  std::vector<std::function<void()>> closers;   ///< final commit made, close deferred
+  void opened() {
+    std::lock_guard<std::mutex> g(mu);
+    ++open_splits;
+  }
+  /// A split made its final commit: defer its close until every split did (or until the
+  /// table dies with the last split: ~topic_table closes the rest).
+  void committed(std::function<void()> close) {
+    std::vector<std::function<void()>> now;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      closers.push_back(std::move(close));
+      if (--open_splits > 0) return;
+      now.swap(closers);
+    }
+    for (auto& f : now) f();
+  }
+  ~topic_table() {
+    for (auto& f : closers) f();
+  }
   std::int32_t id(const std::string& topic, std::int32_t partition) {
     std::lock_guard<std::mutex> g(mu);
     auto it = std::find(names.begin(), names.end(), topic);
@@ -44,28 +65,42 @@ void free_list(std::vector<RdKafka::TopicPartition*>& v) {
 }  // namespace
 
 /// Offsets of one assigned partition: the emitted records not yet done, in offset order.
+/// Consumption order is offset order within one assignment generation, so `open` stays
+/// sorted and acks find their entry by binary search.
 struct partition_track {
+  enum state : std::uint8_t { open_, done_, failed_ };
   std::string topic;
   std::int32_t partition = -1;
   std::uint32_t gen = 0;
   std::int64_t next_commit = -1;   ///< lowest offset not done (or last done + 1)
   std::int64_t committed = -1;     ///< last offset we committed
-  std::deque<std::pair<std::int64_t, std::uint32_t>> open;  ///< offset, acks outstanding
+  std::deque<std::pair<std::int64_t, state>> open;  ///< offset, state
   bool paused = false;
 
-  void emitted(std::int64_t off, std::uint32_t outstanding) {
-    if (outstanding == 0 && open.empty()) next_commit = off + 1;
-    else open.emplace_back(off, outstanding);
+  /// An offset handed to the pipeline (its token is alive).
+  void emitted(std::int64_t off) { open.emplace_back(off, open_); }
+  /// An offset that is done at once (bad message sent to the error output).
+  void skipped(std::int64_t off) {
+    if (open.empty()) next_commit = off + 1;
+    else open.emplace_back(off, done_);
   }
-  void ack(std::int64_t off) {
+  /// Its token died. failed: the commit must not pass it (held until a restart).
+  /// Returns true when the entry was found.
+  bool ack(std::int64_t off, bool failed) {
     auto it = std::lower_bound(open.begin(), open.end(), off,
                                [](const auto& e, std::int64_t o) { return e.first < o; });
-    if (it == open.end() || it->first != off || it->second == 0) return;
-    --it->second;
-    while (!open.empty() && open.front().second == 0) {
+    if (it == open.end() || it->first != off || it->second != open_) return false;
+    it->second = failed ? failed_ : done_;
+    while (!open.empty() && open.front().second == done_) {
       next_commit = open.front().first + 1;
       open.pop_front();
     }
+    return true;
+  }
+  bool settled() const noexcept {
+    for (const auto& e : open)
+      if (e.second == open_) return false;
+    return true;
   }
   /// Offset to commit now, or -1 when nothing new is done.
   std::int64_t due() const {
@@ -101,7 +136,8 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     inbox->drain(acks);
     for (const auto& a : acks) {
       auto it = parts.find(a.pid);
-      if (it != parts.end() && it->second.gen == a.gen) it->second.ack(a.offset);
+      if (it != parts.end() && it->second.gen == a.gen && it->second.ack(a.offset, a.failed) && a.failed)
+        bump(stats->held);
     }
   }
 
@@ -221,7 +257,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
 split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_table> topics,
                        std::shared_ptr<kafka_source_stats> stats,
                        std::function<void(const kafka_bad_message&)> on_bad, std::size_t index)
-    : p_(std::make_unique<impl>()) {
+    : p_(std::make_shared<impl>()) {
   p_->o = o;
   p_->topics = std::move(topics);
   p_->stats = std::move(stats);
@@ -253,6 +289,7 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
   }
   if (const auto se = p_->c->subscribe(o.topics); se != RdKafka::ERR_NO_ERROR)
     throw std::runtime_error("kafka_source: subscribe: " + RdKafka::err2str(se));
+  p_->topics->opened();  // last: a split that threw above never joins the deferred close
 }
 
 split_core::~split_core() { shutdown(); }
@@ -295,21 +332,24 @@ bool split_core::next(message_view& m) {
   return true;
 }
 
-void split_core::begin(ack_scope& s, const message_view& m) {
-  auto it = p_->parts.find(m.pid);
-  s.inbox = p_->inbox;
-  s.pid = m.pid;
-  s.offset = m.offset;
-  s.gen = it != p_->parts.end() ? it->second.gen : 0;
-  s.taken = 0;
-  current_scope = &s;
-  impl::bump(p_->stats->consumed);
+std::shared_ptr<ack_token> split_core::track(const message_view& m) {
+  auto& p = *p_;
+  impl::bump(p.stats->consumed);
+  std::uint32_t gen = 0;
+  if (auto it = p.parts.find(m.pid); it != p.parts.end()) {
+    gen = it->second.gen;
+    it->second.emitted(m.offset);
+  }
+  return std::make_shared<offset_token>(p.inbox, ack_entry{m.pid, m.offset, gen, false});
 }
 
-void split_core::end(ack_scope& s) {
-  current_scope = nullptr;
-  auto it = p_->parts.find(s.pid);
-  if (it != p_->parts.end() && it->second.gen == s.gen) it->second.emitted(s.offset, s.taken);
+bool split_core::settled() {
+  auto& p = *p_;
+  if (p.closed) return true;
+  p.drain_acks();
+  for (const auto& [pid, t] : p.parts)
+    if (!t.settled()) return false;
+  return true;
 }
 
 void split_core::bad(const message_view& m, std::string what) {
@@ -318,7 +358,7 @@ void split_core::bad(const message_view& m, std::string what) {
     p_->on_bad(kafka_bad_message{std::string(m.topic), m.partition, m.offset, std::move(what),
                                  std::string(m.key), std::string(m.value)});
   auto it = p_->parts.find(m.pid);
-  if (it != p_->parts.end()) it->second.emitted(m.offset, 0);
+  if (it != p_->parts.end()) it->second.skipped(m.offset);
 }
 
 void split_core::pause_all() {
@@ -369,10 +409,14 @@ void split_core::shutdown() {
   p.stash.clear();
   p.drain_acks();
   p.commit(true);
-  p.c->close();  // leaves the group (revoke callback commits again: nothing new)
-  p.stats->assigned.fetch_sub(std::min<std::uint64_t>(p.parts.size(), p.stats->assigned.load()),
-                              std::memory_order_relaxed);
-  p.parts.clear();
+  // Leave the group only when every split of this source committed: an early leave would
+  // start a rebalance that revokes the others' partitions before their final commit.
+  p.topics->committed([impl = p_] {
+    impl->c->close();  // leaves the group (revoke callback commits again: nothing new)
+    impl->stats->assigned.fetch_sub(std::min<std::uint64_t>(impl->parts.size(), impl->stats->assigned.load()),
+                                    std::memory_order_relaxed);
+    impl->parts.clear();
+  });
 }
 
 const std::string& split_core::error() const noexcept { return p_->err; }

@@ -1,12 +1,16 @@
-// kafka_source -> filter -> kafka_sink on librdkafka's in-process mock cluster
-// (rdkafka_mock.h): fast, no broker. Checks the acknowledgement rule of kafka_ack.hpp:
-// records dropped by the filter and records delivered by the sink both let the offset be
-// committed; the committed offsets equal the input ends (1000 records, 2 partitions).
+// kafka_source -> ... -> kafka_sink on librdkafka's in-process mock cluster
+// (rdkafka_mock.h): fast, no broker. Checks the acknowledgement rules of kafka_ack.hpp and
+// record.hpp with committed offsets read back by a plain consumer of the group:
+//   1. source -> filter -> sink: dropped and delivered records both let offsets commit
+//   2. source -> key_by -> window_sort -> flat_map -> sink: windows fire at the end, the
+//      source waits for their delivery reports, then commits the input ends
+//   3. a delivery that fails (message too large) holds the partition's commit below it
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <librdkafka/rdkafkacpp.h>
 
+#include <mutex>
 #include <thread>
 
 #include "rill/connectors/kafka_sink.hpp"
@@ -16,61 +20,147 @@
 using namespace std::chrono_literals;
 using rec = rill::kafka_record<std::string, std::string>;
 
-TEST(KafkaMock, FilterDropsAndSinkDeliveriesBothCommit) {
-  char err[256];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  ASSERT_EQ(rd_kafka_conf_set(conf, "test.mock.num.brokers", "1", err, sizeof err), RD_KAFKA_CONF_OK);
-  rd_kafka_t* holder = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-  ASSERT_NE(holder, nullptr) << err;
-  rd_kafka_mock_cluster_t* mc = rd_kafka_handle_mock_cluster(holder);
-  ASSERT_NE(mc, nullptr);
-  const std::string brokers = rd_kafka_mock_cluster_bootstraps(mc);
-  ASSERT_EQ(rd_kafka_mock_topic_create(mc, "in", 2, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
-  ASSERT_EQ(rd_kafka_mock_topic_create(mc, "out", 2, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
-  long long per[2] = {0, 0};
-  {
+namespace {
+
+class KafkaMock : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char err[256];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    ASSERT_EQ(rd_kafka_conf_set(conf, "test.mock.num.brokers", "1", err, sizeof err), RD_KAFKA_CONF_OK);
+    holder_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    ASSERT_NE(holder_, nullptr) << err;
+    mc_ = rd_kafka_handle_mock_cluster(holder_);
+    ASSERT_NE(mc_, nullptr);
+    brokers_ = rd_kafka_mock_cluster_bootstraps(mc_);
+  }
+  void TearDown() override {
+    if (holder_) rd_kafka_destroy(holder_);
+  }
+  void topic(const char* name, int partitions) {
+    ASSERT_EQ(rd_kafka_mock_topic_create(mc_, name, partitions, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  }
+  /// Produces value v_i = values[i] with key = value to partition part(i).
+  template <class Part>
+  void produce(const char* t, const std::vector<std::string>& values, Part part) {
     std::string e;
     std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-    c->set("bootstrap.servers", brokers, e);
+    c->set("bootstrap.servers", brokers_, e);
     std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), e));
-    for (int i = 0; i < 1000; ++i) {
-      const auto v = std::to_string(i);
-      p->produce("in", i % 2, RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(v.data()), v.size(),
-                 v.data(), v.size(), 0, nullptr);
-      ++per[i % 2];
-    }
+    for (std::size_t i = 0; i < values.size(); ++i)
+      p->produce(t, part(i), RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(values[i].data()),
+                 values[i].size(), values[i].data(), std::min<std::size_t>(values[i].size(), 16), 0, nullptr);
     ASSERT_EQ(p->flush(10000), RdKafka::ERR_NO_ERROR);
   }
-  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = brokers, .topic = "out"});
-  rill::kafka_source<> src{{.brokers = brokers, .group = "g", .topics = {"in"}}};
-  auto st = src.stats();
-  rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores", .pin = false}};
-  std::thread stopper([&] {
-    const auto end = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < end &&
-           !(st->consumed.load() >= 1000 && sink->stats().delivered.load() >= 500))
-      std::this_thread::sleep_for(5ms);
-    rt.request_stop();
-  });
-  rt.run(rill::from(std::move(src)).filter([](const rec& r) { return std::stoi(r.value) % 2 == 0; }).sink(sink));
-  stopper.join();
+  std::vector<long long> committed(const std::string& group, const char* t, int n) {
+    std::string e;
+    std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    c->set("bootstrap.servers", brokers_, e);
+    c->set("group.id", group, e);
+    std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+    std::vector<RdKafka::TopicPartition*> tps;
+    for (int p = 0; p < n; ++p) tps.push_back(RdKafka::TopicPartition::create(t, p));
+    EXPECT_EQ(k->committed(tps, 10000), RdKafka::ERR_NO_ERROR);
+    std::vector<long long> out;
+    for (auto* tp : tps) out.push_back(tp->offset());
+    RdKafka::TopicPartition::destroy(tps);
+    k->close();
+    return out;
+  }
+  /// Runs `j` on 2 workers until `done()` (or 30 s), then stops it.
+  template <class Done>
+  rill::run_report run_until(const rill::job& j, Done done) {
+    rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores", .pin = false}};
+    std::thread stopper([&] {
+      const auto end = std::chrono::steady_clock::now() + 30s;
+      while (std::chrono::steady_clock::now() < end && !done()) std::this_thread::sleep_for(5ms);
+      rt.request_stop();
+    });
+    auto rep = rt.run(j);
+    stopper.join();
+    return rep;
+  }
+  rill::kafka_source_options src(const std::string& group) {
+    return {.brokers = brokers_, .group = group, .topics = {"in"}};
+  }
+  rill::kafka_sink_options out() { return {.brokers = brokers_, .topic = "out"}; }
+
+  rd_kafka_t* holder_ = nullptr;
+  rd_kafka_mock_cluster_t* mc_ = nullptr;
+  std::string brokers_;
+};
+
+std::vector<std::string> numbers(int n) {
+  std::vector<std::string> v;
+  for (int i = 0; i < n; ++i) v.push_back(std::to_string(i));
+  return v;
+}
+
+}  // namespace
+
+TEST_F(KafkaMock, FilterDropsAndSinkDeliveriesBothCommit) {
+  topic("in", 2);
+  topic("out", 2);
+  produce("in", numbers(1000), [](std::size_t i) { return int(i % 2); });
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(out());
+  rill::kafka_source<> s{src("g")};
+  auto st = s.stats();
+  run_until(rill::from(std::move(s)).filter([](const rec& r) { return std::stoi(r.value) % 2 == 0; }).sink(sink),
+            [&] { return st->consumed.load() >= 1000 && sink->stats().delivered.load() >= 500; });
   EXPECT_EQ(st->consumed.load(), 1000u);
   EXPECT_EQ(sink->stats().delivered.load(), 500u);
   EXPECT_EQ(sink->undelivered(), 0u);
-  // committed offsets, read back with a plain consumer of the same group
-  std::string e;
-  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  c->set("bootstrap.servers", brokers, e);
-  c->set("group.id", "g", e);
-  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
-  std::vector<RdKafka::TopicPartition*> tps{RdKafka::TopicPartition::create("in", 0),
-                                            RdKafka::TopicPartition::create("in", 1)};
-  ASSERT_EQ(k->committed(tps, 10000), RdKafka::ERR_NO_ERROR);
-  EXPECT_EQ(tps[0]->offset(), per[0]);  // 500: every even value delivered, every odd dropped
-  EXPECT_EQ(tps[1]->offset(), per[1]);
-  RdKafka::TopicPartition::destroy(tps);
-  k->close();
-  k.reset();
-  sink.reset();
-  rd_kafka_destroy(holder);
+  // 500 per partition: every even value delivered (partition 0), every odd dropped (1)
+  EXPECT_EQ(committed("g", "in", 2), (std::vector<long long>{500, 500}));
+}
+
+// Graph: kafka_source(in, 2 partitions) -> key_by(key) -> window_sort(100 ms) ->
+// flat_map(window -> records) -> kafka_sink(out). Event time = value ms.
+TEST_F(KafkaMock, WindowsBehindKeyByCommitAfterTheirDeliveryReports) {
+  topic("in", 2);
+  topic("out", 2);
+  produce("in", numbers(1000), [](std::size_t i) { return int(i % 2); });
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(out());
+  rill::kafka_source<> s{src("gw")};
+  s.event_time_from([](const rec& r) { return rill::event_time{std::chrono::milliseconds{std::stoll(r.value)}}; });
+  auto st = s.stats();
+  const auto rep = run_until(rill::from(std::move(s))
+                                 .key_by([](const rec& r) { return r.key; })
+                                 .window_sort({.length = 100ms, .max_delay = 1s})
+                                 .flat_map<rec>([](rill::window<rec>&& w, auto& emit) {
+                                   for (auto& r : w.records) emit(std::move(r.value));
+                                 })
+                                 .sink(sink),
+                             [&] { return st->consumed.load() >= 1000; });
+  EXPECT_EQ(rep.stage("window_sort").late, 0u);
+  EXPECT_EQ(sink->stats().delivered.load(), 1000u);  // windows fired at the end, delivered
+  EXPECT_EQ(sink->stats().untracked.load(), 0u);
+  EXPECT_EQ(committed("gw", "in", 2), (std::vector<long long>{500, 500}));
+}
+
+// message.max.bytes = 1000 on the sink: the 2,000-byte value at offset 5 fails at produce
+// (error output, stats().failed). Its input is not done, so partition 0 stays committed
+// at 5 although offsets 6..9 were delivered.
+TEST_F(KafkaMock, FailedDeliveryHoldsTheCommitBelowIt) {
+  topic("in", 1);
+  topic("out", 1);
+  auto values = numbers(10);
+  values[5] = std::string(2000, 'x');
+  produce("in", values, [](std::size_t) { return 0; });
+  auto o = out();
+  o.config["message.max.bytes"] = "1000";
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(o);
+  std::mutex mu;
+  std::vector<rill::kafka_failed_delivery> failed;
+  sink->on_error([&](const rill::kafka_failed_delivery& d) { std::lock_guard g(mu); failed.push_back(d); });
+  rill::kafka_source<> s{src("gf")};
+  auto st = s.stats();
+  run_until(rill::from(std::move(s)).sink(sink),
+            [&] { return sink->stats().delivered.load() + sink->stats().failed.load() >= 10 && st->held.load() >= 1; });
+  EXPECT_EQ(sink->stats().delivered.load(), 9u);
+  EXPECT_EQ(sink->stats().failed.load(), 1u);
+  EXPECT_EQ(st->held.load(), 1u);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].value.size(), 2000u);
+  EXPECT_EQ(committed("gf", "in", 1), std::vector<long long>{5});
 }

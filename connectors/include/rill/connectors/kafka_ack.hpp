@@ -1,54 +1,55 @@
 // rill/connectors/kafka_ack.hpp — how a record read from Kafka is acknowledged, so that
 // its input offset can be committed (at-least-once, DESIGN.md "Kafka").
 //
-// Defines:
-//   rill::kafka_ack           a move-only handle: "every output derived from this input
-//                             record is done"; done() from any thread, once
-//   rill::kafka_take_ack(pos) claims the handle of the record being emitted right now
+// Defines (internals of kafka_source/kafka_sink; users only see record<T>::ack):
+//   rill::kafka_detail::ack_entry     partition id, offset, assignment generation, failed
+//   rill::kafka_detail::ack_inbox     acks pushed from any thread, drained by the split
+//   rill::kafka_detail::offset_token  the rill::ack_token of one input message
 //
 // Example (a custom asynchronous sink that confirms later, from its own thread):
 //   .sink([&](rill::record<row>&& r) {
-//     auto ack = rill::kafka_take_ack(r.position);     // on the worker, inside the call
-//     my_async_write(r.value, [a = std::move(ack)]() mutable { a.done(); });
+//     my_async_write(r.value, [a = std::move(r.ack)](bool ok) mutable {
+//       if (!ok && a) a->fail();   // not done: the offset is not committed past it
+//       a.reset();                 // last holder gone = acknowledged
+//     });
 //   });
 //
-// Rule (the acknowledgement protocol):
-//   - a kafka_source reader emits one input record at a time, synchronously down the chain
-//     of its worker. Around that call it opens an "ack scope" for (partition, offset).
-//   - any sink that finishes asynchronously (rill::kafka_sink: the delivery report) takes
-//     a kafka_ack with kafka_take_ack(record.position) inside that call. Each take adds 1
-//     to the input record's outstanding count; each done() subtracts 1.
-//   - when the call returns, an input record with no taken acks is done at once: it was
-//     dropped (filter, empty flat_map) or consumed synchronously (a plain sink lambda).
-//     Otherwise it is done when every taken ack is done.
+// Rule (ownership-based acknowledgement, see <rill/core/record.hpp>):
+//   - a kafka_source reader gives each emitted record an offset_token (record.ack) and
+//     registers the offset as open in the partition's tracker before emitting it.
+//   - every record derived from it holds a copy of the token: through map, flat_map,
+//     key_by exchanges, window_sort buffers (the window record holds an ack_group of its
+//     records' tokens), enrich. A filter that drops the record destroys it.
+//   - the token's destructor (last copy gone, on any thread) pushes {pid, offset, gen,
+//     failed} to the split's inbox; the split drains it on its worker and marks the
+//     offset done — or, when fail() was called, "failed": the partition's commit stops
+//     below it for the rest of this run, and the message is redelivered after a restart.
 //   - the source commits, per partition, the lowest offset not yet done (Kafka's "next
 //     offset to read"): periodically, on revoke (synchronously) and on shutdown.
-// Limits: records that leave the emitting call (key_by exchange, window_sort buffers)
-// cannot be tracked by this scope; their input offsets count as done when the call
-// returns. kafka_sink counts such records in stats().untracked (see kafka_sink.hpp).
+//   - acks of a revoked partition carry an old generation and are ignored: its new owner
+//     reads from the committed offset (duplicates possible, losses not).
 //
-// Thread safety: kafka_take_ack on the emitting worker only (thread-local scope);
-// kafka_ack::done() from any thread. A handle destroyed without done() does NOT ack
-// (the input is redelivered after a restart: at-least-once, never a silent loss).
+// Thread safety: tokens are created on the split's worker and destroyed on any thread;
+// ack_inbox push from any thread (one mutex), drain on the split's worker.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <vector>
 
 #include "rill/core/record.hpp"
 
-namespace rill {
+namespace rill::kafka_detail {
 
-namespace kafka_detail {
-
-/// One acknowledgement: partition id (see kafka_source.hpp), offset, assignment generation.
+/// One acknowledgement: partition id (see kafka_source.hpp), offset, assignment
+/// generation, and whether a sink failed to deliver something derived from it.
 struct ack_entry {
   std::int32_t pid;
   std::int64_t offset;
   std::uint32_t gen;
+  bool failed;
 };
 
 /// Acks for one source split: pushed from any thread, drained by the split's worker.
@@ -70,53 +71,20 @@ class ack_inbox {
   std::vector<ack_entry> acks_;
 };
 
-/// The record being emitted by a kafka_source reader on this thread.
-struct ack_scope {
-  std::shared_ptr<ack_inbox> inbox;
-  std::int32_t pid = -1;
-  std::int64_t offset = -1;
-  std::uint32_t gen = 0;
-  std::uint32_t taken = 0;
-};
-
-inline thread_local ack_scope* current_scope = nullptr;
-
-}  // namespace kafka_detail
-
-class kafka_ack {
+/// The token of one input message. Destroyed on any thread: pushes its entry.
+class offset_token final : public ack_token {
  public:
-  kafka_ack() = default;
-  kafka_ack(kafka_ack&& o) noexcept : inbox_(std::move(o.inbox_)), e_(o.e_) {}
-  kafka_ack& operator=(kafka_ack&& o) noexcept {
-    inbox_ = std::move(o.inbox_);
-    e_ = o.e_;
-    return *this;
+  offset_token(std::shared_ptr<ack_inbox> inbox, const ack_entry& e) : inbox_(std::move(inbox)), e_(e) {}
+  ~offset_token() override {
+    e_.failed = failed_.load(std::memory_order_relaxed);  // ordered by shared_ptr's release
+    inbox_->push(e_);
   }
-  /// True when this handle tracks an input record (false: nothing to acknowledge).
-  bool valid() const noexcept { return inbox_ != nullptr; }
-  /// Acknowledges once; later calls do nothing. Any thread; never blocks (one mutex).
-  void done() {
-    if (inbox_) inbox_->push(e_);
-    inbox_.reset();
-  }
+  void fail() noexcept override { failed_.store(true, std::memory_order_relaxed); }
 
  private:
-  friend kafka_ack kafka_take_ack(const std::optional<source_position>&);
-  std::shared_ptr<kafka_detail::ack_inbox> inbox_;
-  kafka_detail::ack_entry e_{};
+  std::shared_ptr<ack_inbox> inbox_;
+  ack_entry e_;
+  std::atomic<bool> failed_{false};
 };
 
-/// Claims an ack for the input record being emitted on this thread, if `pos` is that
-/// record's position (otherwise returns an invalid handle: nothing to acknowledge, e.g.
-/// a record that came through an exchange). On the emitting worker, inside the call.
-inline kafka_ack kafka_take_ack(const std::optional<source_position>& pos) {
-  kafka_ack a;
-  auto* s = kafka_detail::current_scope;
-  if (!s || !pos || pos->partition != s->pid || pos->offset != s->offset) return a;
-  ++s->taken;
-  a.inbox_ = s->inbox;
-  a.e_ = {s->pid, s->offset, s->gen};
-  return a;
-}
-
-}  // namespace rill
+}  // namespace rill::kafka_detail

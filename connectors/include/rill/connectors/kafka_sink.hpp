@@ -20,18 +20,20 @@
 //   - Producer: enable.idempotence=true, acks=all, partitioner=murmur2_random (the Java
 //     client's default key partitioning; null keys go to a random partition).
 //     The message timestamp is the record's event time in ms (0 when <= 0: "now").
-//   - Acks: write() takes the input record's kafka_ack (kafka_ack.hpp) and completes it
-//     from the delivery report — after a success, and also after a failure once the
-//     record went to the error side output (it is not lost: it is reported there).
+//   - Acks: write() keeps the record's ack token (record.ack; for a window record the
+//     ack_group of every record inside) until the delivery report, then releases it:
+//     after a success the input offsets count as done. A failure calls ack->fail() first:
+//     the inputs are NOT done, the source does not commit past them in this run (they
+//     are redelivered after a restart: at-least-once), and the record goes to the error
+//     side output and stats().failed.
 //   - Pending = our own hand-off buffer (records librdkafka refused with QUEUE_FULL,
 //     retried by the sink's poll thread) + librdkafka's queue and in-flight requests.
 //     end(worker) waits until pending is 0 or flush_timeout passed (C09); after a timeout
 //     undelivered() tells how many records were not confirmed and errors() says so.
 //   - A delivery that fails for good (message.timeout.ms, non-retriable broker error)
 //     goes to on_error, counts in stats().failed, and is in errors(): never silent.
-//   - Records written outside a kafka_source emitting call that carry a source position
-//     (they came through key_by / window_sort) count in stats().untracked: their input
-//     offsets were already considered done by the source (see kafka_ack.hpp, Limits).
+//   - Records that carry a source position but no ack token count in stats().untracked
+//     (an operator that dropped the token: a bug to report; always 0 with rill's own).
 //
 // Thread safety: write/progress/end from any worker (one mutex around the hand-off);
 // delivery reports run on the sink's poll thread (on_error is called there).
@@ -82,7 +84,7 @@ struct kafka_sink_stats {
   std::atomic<std::uint64_t> delivered{0};   ///< successful delivery reports
   std::atomic<std::uint64_t> failed{0};      ///< failed delivery reports (error output)
   std::atomic<std::uint64_t> buffered{0};    ///< records currently in our hand-off buffer
-  std::atomic<std::uint64_t> untracked{0};   ///< position set but no ack scope
+  std::atomic<std::uint64_t> untracked{0};   ///< position set but no ack token
   std::atomic<std::uint64_t> transient_errors{0};  ///< librdkafka error events
 };
 
@@ -95,7 +97,7 @@ class producer_core {
   ~producer_core();
   producer_core(const producer_core&) = delete;
   producer_core& operator=(const producer_core&) = delete;
-  void produce(kafka_message_out&& m, std::int64_t ts_ms, kafka_ack&& ack);
+  void produce(kafka_message_out&& m, std::int64_t ts_ms, std::shared_ptr<ack_token>&& ack);
   /// Waits until pending() == 0 or the timeout; returns pending() then. Blocks.
   std::uint64_t flush(std::chrono::milliseconds timeout);
   std::uint64_t pending() const noexcept;
@@ -136,10 +138,9 @@ class kafka_sink {
   /// Serialises and hands the record to the producer. Never blocks. Any worker.
   /// A serialiser exception propagates (fail policy: the run stops with it).
   void write(std::size_t, record<T>&& r) {
-    auto ack = kafka_take_ack(r.position);
-    if (!ack.valid() && r.position) core_->stats().untracked.fetch_add(1, std::memory_order_relaxed);
+    if (!r.ack && r.position) core_->stats().untracked.fetch_add(1, std::memory_order_relaxed);
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.time.time_since_epoch()).count();
-    core_->produce(ser_(static_cast<const T&>(r.value)), ms > 0 ? ms : 0, std::move(ack));
+    core_->produce(ser_(static_cast<const T&>(r.value)), ms > 0 ? ms : 0, std::move(r.ack));
   }
   void progress(std::size_t, event_time) {}
   /// One worker's input ended: waits (blocking that worker, up to flush_timeout) until

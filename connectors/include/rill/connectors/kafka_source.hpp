@@ -29,11 +29,17 @@
 //   - Event time: the message timestamp (ms, CreateTime or LogAppendTime), or
 //     event_time_from(f). record.position = {pid, offset}: pid is the Kafka partition
 //     for the source's first topic; topic number n (in first-seen order) adds n << 16.
-//   - At-least-once (kafka_ack.hpp): auto commit and auto offset store are off. A
-//     partition's committed offset is the lowest offset whose derived records are not all
-//     acknowledged (or last done + 1). Commits: every commit_interval (async), on revoke
-//     (sync, before the partitions are given up; in-flight records of revoked partitions
-//     are forgotten and redelivered to the new owner), and on shutdown (sync).
+//   - At-least-once (kafka_ack.hpp, record.hpp): auto commit and auto offset store are
+//     off. Each emitted record carries an ack token (record.ack); every record derived
+//     from it (map, flat_map, key_by, window_sort windows, enrich) holds a copy, and the
+//     offset is done when the last copy is gone (filter drop, sink done, Kafka delivery
+//     report). A partition's committed offset is the lowest offset not done (or last
+//     done + 1). A failed delivery (ack->fail()) is never done: the partition is not
+//     committed past it in this run (stats().held) and the message is redelivered after
+//     a restart. Commits: every commit_interval (async), on revoke (sync, before the
+//     partitions are given up; in-flight records of revoked partitions are forgotten and
+//     redelivered to the new owner), and on shutdown (sync, after waiting up to
+//     drain_timeout for what is in flight downstream, e.g. behind a key_by).
 //   - Bad messages: a key/value deserialiser that throws sends the message to the error
 //     side output (topic, partition, offset, reason), counts it in stats().bad, and the
 //     offset is done: the partition goes on and is committed past it.
@@ -72,6 +78,7 @@ struct kafka_source_options {
   std::size_t splits = 0;              ///< consumers in this process; 0 = one per worker
   std::chrono::milliseconds commit_interval{5000};  ///< periodic async commit
   std::chrono::milliseconds start_timeout{10000};   ///< broker must answer metadata by then
+  std::chrono::milliseconds drain_timeout{30000};   ///< end: wait for in-flight acks
   std::string offset_reset = "earliest";            ///< auto.offset.reset without commit
   bool cooperative = false;            ///< partition.assignment.strategy=cooperative-sticky
   std::map<std::string, std::string> config;        ///< extra librdkafka properties
@@ -106,6 +113,7 @@ struct kafka_source_stats {
   std::atomic<std::uint64_t> assigned{0};   ///< partitions currently assigned (all splits)
   std::atomic<std::uint64_t> rebalances{0}; ///< assign + revoke callbacks
   std::atomic<std::uint64_t> pauses{0};     ///< backpressure pauses
+  std::atomic<std::uint64_t> held{0};       ///< acks that came back failed (not committed past)
 };
 
 namespace kafka_detail {
@@ -119,7 +127,9 @@ struct message_view {
 };
 
 struct topic_table;
-/// Topic name <-> number table shared by the splits of one source (mutex inside).
+/// Shared by the splits of one source (mutex inside): topic name <-> number table, and
+/// the group leave: no split closes its consumer (leaving the group, which revokes the
+/// others' partitions) before every split of the source made its final commit.
 std::shared_ptr<topic_table> make_topic_table();
 
 /// One consumer of the group (implemented in kafka_source.cpp, no librdkafka types here).
@@ -137,10 +147,10 @@ class split_core {
   bool service();
   /// Next message (stash first, then consume(0)); false = nothing now. Valid until next().
   bool next(message_view& m);
-  /// Opens the ack scope of the current message (thread-local).
-  void begin(ack_scope& s, const message_view& m);
-  /// Closes it: the offset is done now (no acks taken) or when the taken acks are done.
-  void end(ack_scope& s);
+  /// Registers the current message's offset as open and returns its ack token.
+  std::shared_ptr<ack_token> track(const message_view& m);
+  /// Drains acks; true when no emitted offset of an assigned partition is still open.
+  bool settled();
   /// Sends the current message to the error side output; its offset is done.
   void bad(const message_view& m, std::string what);
   void pause_all();
@@ -148,13 +158,14 @@ class split_core {
   bool paused() const noexcept;
   /// Keeps the membership alive while paused: consume(0), stashing what arrives.
   void keepalive();
-  /// Drains acks, commits synchronously, closes the consumer. Idempotent.
+  /// Drains acks and commits synchronously; closes the consumer once every split of the
+  /// source did so (the last one closes all; else the last split's destructor). Idempotent.
   void shutdown();
   const std::string& error() const noexcept;
 
  private:
   struct impl;
-  std::unique_ptr<impl> p_;
+  std::shared_ptr<impl> p_;  // shared with topic_table until the deferred close
 };
 
 inline std::string identity_deserialiser(std::string_view s) { return std::string(s); }
@@ -198,6 +209,7 @@ class kafka_source {
 
   std::size_t split_count() const noexcept { return o_.splits ? o_.splits : 1; }
   std::size_t configured_splits() const noexcept { return o_.splits; }
+  const kafka_source_options& options() const noexcept { return o_; }
   std::shared_ptr<kafka_source_stats> stats() const { return stats_; }
   std::string name() const { return "kafka_source"; }
 
@@ -229,14 +241,7 @@ class kafka_source {
         }
         const event_time t = *time_ ? (*time_)(r)
                                     : event_time{std::chrono::milliseconds{std::max<std::int64_t>(m.timestamp_ms, 0)}};
-        kafka_detail::ack_scope s;
-        core_->begin(s, m);
-        struct guard {
-          kafka_detail::split_core* c;
-          kafka_detail::ack_scope* s;
-          ~guard() { c->end(*s); }
-        } g{core_.get(), &s};
-        emit(record<value_type>{std::move(r), t, source_position{m.pid, m.offset}});
+        emit(record<value_type>{std::move(r), t, source_position{m.pid, m.offset}, core_->track(m)});
       }
       return n == max ? poll_status::more : poll_status::idle;
     }
@@ -280,8 +285,9 @@ template <class Reader, class T>
 class driver : public std::enable_shared_from_this<driver<Reader, T>> {
  public:
   driver(Reader r, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
-         stage_counters& c)
-      : r_(std::move(r)), head_(head), input_(input), rt_(rt), w_(w), c_(c), timer_(w.context()) {}
+         stage_counters& c, std::chrono::milliseconds drain_timeout)
+      : r_(std::move(r)), head_(head), input_(input), rt_(rt), w_(w), c_(c), timer_(w.context()),
+        drain_timeout_(drain_timeout) {}
   void start() { step(); }
 
  private:
@@ -321,11 +327,17 @@ class driver : public std::enable_shared_from_this<driver<Reader, T>> {
   }
   void finish() {
     ended_ = true;
+    drain_until_ = std::chrono::steady_clock::now() + drain_timeout_;
     head_->on_end(input_);
     drain();
   }
+  // After the end: push buffers on, then wait (bounded) until every emitted offset is
+  // acknowledged downstream (another worker's sink, behind a key_by) before the final
+  // synchronous commit. If the run ends first, the split's destructor commits instead.
   void drain() {
     if (!head_->on_flush()) return later(std::chrono::microseconds{200});
+    if (!r_.core().settled() && std::chrono::steady_clock::now() < drain_until_)
+      return later(std::chrono::milliseconds{1});
     r_.core().shutdown();
   }
   void later(std::chrono::nanoseconds d) {
@@ -343,6 +355,8 @@ class driver : public std::enable_shared_from_this<driver<Reader, T>> {
   stage_counters& c_;
   boost::asio::steady_timer timer_;
   event_time largest_ = event_time_min, sent_ = event_time_min;
+  std::chrono::milliseconds drain_timeout_;
+  std::chrono::steady_clock::time_point drain_until_{};
   bool ended_ = false;
 };
 
@@ -367,7 +381,8 @@ stream<kafka_record<K, V>> from(kafka_source<K, V> src, std::string name = "kafk
       for (std::size_t li = 0; li < mine.size(); ++li) {
         using R = typename kafka_source<K, V>::reader;
         auto d = std::make_shared<kafka_detail::driver<R, T>>(shared->open(mine[li]), head, li,
-                                                              b.rt(), *ctx.w, ctx.metrics->at(idx, w));
+                                                              b.rt(), *ctx.w, ctx.metrics->at(idx, w),
+                                                              shared->options().drain_timeout);
         b.on_start(w, [d] { d->start(); });
       }
     }
