@@ -32,6 +32,7 @@
 #include <rill/operators/enrich.hpp>
 
 #include "enrichment_service.hpp"
+#include "kafka_mode.hpp"  // --probe / --brokers: Kafka mode (issue 5)
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -151,6 +152,8 @@ int main(int argc, char** argv) {
                          ->expected(0, 1);
   app.add_flag("--rebalance", rebalance,
                "share decoding-side work between the workers of a NUMA node (numa_ring)");
+  netflow_kafka::options kafka;
+  netflow_kafka::add_options(app, kafka);
   CLI11_PARSE(app, argc, argv);
 
   std::chrono::nanoseconds window, delay;
@@ -161,6 +164,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   if (inputs.empty() && interface.empty()) inputs = default_inputs;
+  if (kafka.active()) return netflow_kafka::run(kafka, inputs, window, delay, workers, topology);
 
   std::ofstream file;
   std::ostream* out = &std::cout;

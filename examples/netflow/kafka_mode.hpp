@@ -1,0 +1,35 @@
+// kafka_mode.hpp — netflow's Kafka mode (issue 5), kept apart from the file mode in
+// netflow.cpp:
+//   netflow --probe --input FILE --brokers HOST:PORT --topic packets
+//       publishes every decoded packet (binary, kafka_mode.cpp) keyed by its
+//       direction-normalised 5-tuple ("tcp 10.0.0.1:80 10.0.0.2:5000"), timestamp = capture ms
+//   netflow --brokers HOST:PORT --from packets --to flows [--group G] [--idle-exit 3s]
+//       the file mode's analysis from Kafka to Kafka: one message per conversation and
+//       window, key = 5-tuple, value = the same JSON line the file mode writes;
+//       at-least-once (offsets committed after the flows' delivery reports)
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace netflow_kafka {
+
+struct options {
+  bool probe = false;
+  std::string brokers, topic, from, to, group = "netflow";
+  std::string idle_exit = "0";  ///< analysis: stop after this long without input (0 = never)
+  bool active() const { return !brokers.empty() || probe; }
+};
+
+/// Adds --probe, --brokers, --topic, --from, --to, --group, --idle-exit to `app`.
+void add_options(CLI::App& app, options& o);
+
+/// Runs the probe or the analysis. Returns the exit status (0 ok, 1 delivery/read errors,
+/// 2 bad arguments or broker unreachable).
+int run(const options& o, const std::vector<std::string>& inputs, std::chrono::nanoseconds window,
+        std::chrono::nanoseconds delay, std::size_t workers, const std::string& topology);
+
+}  // namespace netflow_kafka
