@@ -1,0 +1,228 @@
+// kafka_bench — consume -> map -> produce on a real broker, records/s, side by side:
+//   raw      librdkafka's KafkaConsumer + Producer in one loop, no framework (ours, below):
+//            manual async commits every second, idempotent acks=all producer, linger 5 ms
+//   rill/1   rill::from(kafka_source) -> map -> kafka_sink, 1 worker (at-least-once acks)
+//   rill/2   the same on 2 workers
+// Input: N records (key "k<i>", 100-byte value) in a 4-partition topic, produced before
+// timing. Each run reads it with a fresh group, maps value -> value with its first byte
+// upper-cased, and writes a 4-partition topic; the clock stops at the N-th delivery
+// report. Checksum: N delivered, and the byte sum of the delivered values, checked.
+//
+//   scripts/kafka start
+//   build-release/bench/kafka_bench --brokers 127.0.0.1:19092 --records 200000 --runs 3
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafkacpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rill/connectors/kafka_sink.hpp"
+#include "rill/connectors/kafka_source.hpp"
+#include "rill/operators/stream.hpp"
+
+using namespace std::chrono_literals;
+using rec = rill::kafka_record<std::string, std::string>;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+std::string brokers = "127.0.0.1:19092";
+
+void create_topic(const std::string& name, int partitions) {
+  char err[256];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(name.c_str(), partitions, 1, err, sizeof err);
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  rd_kafka_CreateTopics(rk, &nt, 1, nullptr, q);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 30000);
+  if (!ev) throw std::runtime_error("create_topic " + name + ": timeout");
+  rd_kafka_event_destroy(ev);
+  rd_kafka_NewTopic_destroy(nt);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_destroy(rk);
+  std::this_thread::sleep_for(1s);  // leaders elected (setup only, not timed)
+}
+
+std::string value_of(int i) {
+  std::string v(100, 'a' + char(i % 26));
+  std::snprintf(v.data(), 12, "%011d", i);
+  v[11] = 'x';
+  return v;
+}
+
+void produce_input(const std::string& topic, int n) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers, err);
+  c->set("linger.ms", "20", err);
+  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), err));
+  for (int i = 0; i < n; ++i) {
+    const auto k = "k" + std::to_string(i);
+    auto v = value_of(i);
+    while (p->produce(topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY, v.data(), v.size(),
+                      k.data(), k.size(), 0, nullptr) == RdKafka::ERR__QUEUE_FULL)
+      p->poll(10);
+    p->poll(0);
+  }
+  if (p->flush(60000) != RdKafka::ERR_NO_ERROR) throw std::runtime_error("input flush timed out");
+}
+
+std::uint64_t expected_sum(int n) {
+  std::uint64_t s = 0;
+  for (int i = 0; i < n; ++i) {
+    auto v = value_of(i);
+    v[0] = char(std::toupper(v[0]));
+    for (char ch : v) s += std::uint8_t(ch);
+  }
+  return s;
+}
+
+void map_value(std::string& v) {
+  if (!v.empty()) v[0] = char(std::toupper(v[0]));
+}
+
+struct result {
+  double seconds;
+  std::uint64_t delivered, sum;
+};
+
+// ---- raw librdkafka loop ----
+struct raw_dr : RdKafka::DeliveryReportCb {
+  std::uint64_t delivered = 0, sum = 0, failed = 0;
+  void dr_cb(RdKafka::Message& m) override {
+    if (m.err()) { ++failed; return; }
+    ++delivered;
+    const auto* p = static_cast<const unsigned char*>(m.payload());
+    for (std::size_t i = 0; i < m.len(); ++i) sum += p[i];
+  }
+};
+
+result run_raw(const std::string& in, const std::string& out, int n) {
+  std::string err;
+  raw_dr dr;
+  std::unique_ptr<RdKafka::Conf> pc(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  pc->set("bootstrap.servers", brokers, err);
+  pc->set("enable.idempotence", "true", err);
+  pc->set("acks", "all", err);
+  pc->set("linger.ms", "5", err);
+  pc->set("partitioner", "murmur2_random", err);
+  pc->set("dr_cb", &dr, err);
+  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(pc.get(), err));
+  std::unique_ptr<RdKafka::Conf> cc(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  cc->set("bootstrap.servers", brokers, err);
+  cc->set("group.id", "bench-raw-" + std::to_string(::getpid()) + "-" + out, err);
+  cc->set("enable.auto.commit", "false", err);
+  cc->set("auto.offset.reset", "earliest", err);
+  std::unique_ptr<RdKafka::KafkaConsumer> c(RdKafka::KafkaConsumer::create(cc.get(), err));
+  c->subscribe({in});
+  clk::time_point t0{};  // the first consumed record (group join excluded, as for rill)
+  auto last_commit = clk::now();
+  bool started = false;
+  while (dr.delivered + dr.failed < std::uint64_t(n)) {
+    std::unique_ptr<RdKafka::Message> m(c->consume(1));
+    if (m && m->err() == RdKafka::ERR_NO_ERROR) {
+      if (!started) { started = true; t0 = clk::now(); }
+      std::string v(static_cast<const char*>(m->payload()), m->len());
+      map_value(v);
+      while (p->produce(out, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY, v.data(), v.size(),
+                        m->key_pointer(), m->key_len(), m->timestamp().timestamp, nullptr) ==
+             RdKafka::ERR__QUEUE_FULL)
+        p->poll(1);
+    }
+    p->poll(0);
+    if (clk::now() - last_commit > 1s) {
+      c->commitAsync();
+      last_commit = clk::now();
+    }
+  }
+  const double s = std::chrono::duration<double>(clk::now() - t0).count();
+  c->commitSync();
+  c->close();
+  return {s, dr.delivered, dr.sum};
+}
+
+// ---- rill ----
+result run_rill(const std::string& in, const std::string& out, int n, std::size_t workers) {
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = brokers, .topic = out});
+  rill::kafka_source<> src{{.brokers = brokers, .group = "bench-rill-" + std::to_string(::getpid()) + "-" + out,
+                            .topics = {in}, .commit_interval = 1s}};
+  rill::runtime rt{{.workers = workers, .topology = std::to_string(workers) + " nodes x 1 cores", .pin = false}};
+  std::atomic<std::uint64_t> sum{0};
+  clk::time_point t0{}, t1{};
+  std::thread stopper([&] {
+    while (sink->stats().delivered.load() == 0 && sink->stats().accepted.load() == 0) std::this_thread::sleep_for(100us);
+    while (sink->stats().delivered.load() < std::uint64_t(n)) std::this_thread::sleep_for(100us);
+    t1 = clk::now();
+    rt.request_stop();
+  });
+  // The clock starts at the first consumed record (group join excluded, as for raw).
+  std::atomic<bool> started{false};
+  auto job = rill::from(std::move(src))
+                 .map([&](rec&& r) {
+                   if (!started.exchange(true, std::memory_order_relaxed)) t0 = clk::now();
+                   map_value(r.value);
+                   std::uint64_t s = 0;
+                   for (char ch : r.value) s += std::uint8_t(ch);
+                   sum.fetch_add(s, std::memory_order_relaxed);
+                   return std::move(r);
+                 })
+                 .sink(sink);
+  rt.run(job);
+  stopper.join();
+  return {std::chrono::duration<double>(t1 - t0).count(), sink->stats().delivered.load(), sum.load()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 200000, runs = 3;
+  if (const char* b = std::getenv("RILL_KAFKA_BROKERS")) brokers = b;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--brokers") brokers = argv[i + 1];
+    else if (a == "--records") n = std::atoi(argv[i + 1]);
+    else if (a == "--runs") runs = std::atoi(argv[i + 1]);
+    else { std::cerr << "usage: kafka_bench [--brokers B] [--records N] [--runs R]\n"; return 2; }
+  }
+  const auto tag = std::to_string(::getpid());
+  const auto in = "bench-in-" + tag;
+  create_topic(in, 4);
+  produce_input(in, n);
+  const auto want = expected_sum(n);
+  std::printf("consume -> map -> produce, %d records x 100 B, 4 partitions, broker %s, best of %d\n", n,
+              brokers.c_str(), runs);
+  std::printf("%-8s %12s %10s\n", "peer", "records/s", "seconds");
+  int bad = 0;
+  auto report = [&](const char* name, auto fn) {
+    result best{1e30, 0, 0};
+    for (int r = 0; r < runs; ++r) {
+      const auto out = std::string("bench-out-") + name + "-" + tag + "-" + std::to_string(r);
+      for (char& ch : const_cast<std::string&>(out)) if (ch == '/') ch = '_';
+      create_topic(out, 4);
+      const auto res = fn(out);
+      if (res.delivered != std::uint64_t(n) || res.sum != want) {
+        std::fprintf(stderr, "%s: checksum mismatch: delivered %llu sum %llu (want %d, %llu)\n", name,
+                     (unsigned long long)res.delivered, (unsigned long long)res.sum, n, (unsigned long long)want);
+        ++bad;
+      }
+      if (res.seconds < best.seconds) best = res;
+    }
+    std::printf("%-8s %12.0f %10.3f\n", name, n / best.seconds, best.seconds);
+    std::fflush(stdout);
+  };
+  report("raw", [&](const std::string& out) { return run_raw(in, out, n); });
+  report("rill/1", [&](const std::string& out) { return run_rill(in, out, n, 1); });
+  report("rill/2", [&](const std::string& out) { return run_rill(in, out, n, 2); });
+  return bad ? 1 : 0;
+}
