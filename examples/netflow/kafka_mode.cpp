@@ -197,7 +197,7 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
         if (c != last) {
           last = c;
           since = now;
-        } else if (c > 0 && now - since >= idle) {
+        } else if (now - since >= (c > 0 ? idle : 10 * idle)) {  // never read anything: 10x
           rt.request_stop();
           return;
         }

@@ -20,7 +20,9 @@ namespace netflow_kafka {
 struct options {
   bool probe = false;
   std::string brokers, topic, from, to, group = "netflow";
-  std::string idle_exit = "0";  ///< analysis: stop after this long without input (0 = never)
+  /// analysis: stop after this long without input (10x that before the first record;
+  /// 0 = run until SIGTERM)
+  std::string idle_exit = "0";
   bool active() const { return !brokers.empty() || probe; }
 };
 

@@ -30,7 +30,9 @@ int main(int argc, char** argv) {
   const std::string brokers = argv[1];
   const auto slow = std::chrono::microseconds{std::atoll(argv[5])};
   const std::string mode = argc == 7 ? argv[6] : "map";
-  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = brokers, .topic = argv[3]});
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = brokers, .topic = argv[3],
+                                                            // outlives a broker restart (BrokerRestart test)
+                                                            .delivery_timeout = std::chrono::milliseconds{120000}});
   rill::kafka_source<> src{{.brokers = brokers, .group = argv[4], .topics = {argv[2]},
                             .commit_interval = std::chrono::milliseconds{200},
                             // a killed member is noticed after 6 s (broker minimum), not 45 s
@@ -76,5 +78,6 @@ int main(int argc, char** argv) {
             << sink->stats().delivered << " undelivered " << sink->undelivered() << " late "
             << rep.stage("window_sort").late << " commits " << st->commits << " errors "
             << rep.errors.size() + sink->errors().size() << "\n";
+  if (!sink->errors().empty()) std::cerr << "kafka_pipe: first error: " << sink->errors().front() << "\n";
   return sink->undelivered() == 0 && sink->errors().empty() && rep.errors.empty() ? 0 : 1;
 }
