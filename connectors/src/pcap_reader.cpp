@@ -164,8 +164,11 @@ read_status pcap_reader::next(pcap_record& out) noexcept {
   const int rc = ::pcap_next_ex(h_->p, &hdr, &bytes);
   if (rc == 1) {
     const std::int64_t frac = h_->nano ? hdr->ts.tv_usec : std::int64_t{hdr->ts.tv_usec} * 1000;
-    out.time =
-        event_time{std::chrono::nanoseconds{std::int64_t{hdr->ts.tv_sec} * 1'000'000'000 + frac}};
+    // Classic pcap stores seconds as an unsigned 32-bit field (valid to 2106); libpcap
+    // hands them over sign-extended, so times after 2038-01-19 would come out negative.
+    std::int64_t sec = hdr->ts.tv_sec;
+    if (h_->classic && sec < 0) sec += std::int64_t{1} << 32;
+    out.time = event_time{std::chrono::nanoseconds{sec * 1'000'000'000 + frac}};
     out.cap_len = hdr->caplen;
     out.wire_len = hdr->len;
     out.file_offset = offset;

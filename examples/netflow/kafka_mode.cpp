@@ -1,6 +1,7 @@
 // kafka_mode.cpp — netflow's Kafka mode: the probe (pcap -> topic) and the analysis
 // (topic -> key_by -> window_sort -> count -> topic). See kafka_mode.hpp.
 #include "kafka_mode.hpp"
+#include "flow_row.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -87,41 +88,9 @@ std::string tuple_key(const rill::flow_key& k) {
   return std::string(rill::to_string(k.proto)) + " " + k.a_endpoint() + " " + k.b_endpoint();
 }
 
-struct flow_row {
-  rill::event_time window_start, window_end;
-  rill::flow_key key;
-  std::uint64_t packets = 0, bytes = 0;
-};
-
-std::vector<flow_row> count_conversations(rill::window<rill::packet>&& w) {
-  std::unordered_map<rill::flow_key, std::size_t> index;
-  std::vector<flow_row> rows;
-  for (const auto& r : w.records) {
-    auto [it, fresh] = index.try_emplace(r.value.key, rows.size());
-    if (fresh) rows.push_back({w.start, w.end, r.value.key, 0, 0});
-    ++rows[it->second].packets;
-    rows[it->second].bytes += r.value.wire_len;
-  }
-  return rows;
-}
-
-nlohmann::json port_json(const std::optional<std::uint16_t>& p) {
-  return p ? nlohmann::json(*p) : nlohmann::json(nullptr);
-}
-
-/// The file mode's JSON line (netflow.cpp, line_writer), field for field.
-std::string row_json(const flow_row& r) {
-  nlohmann::ordered_json j = {{"window_start_ns", r.window_start.time_since_epoch().count()},
-                              {"window_end_ns", r.window_end.time_since_epoch().count()},
-                              {"proto", rill::to_string(r.key.proto)},
-                              {"a_ip", r.key.a_ip_string()},
-                              {"a_port", port_json(r.key.a_port)},
-                              {"b_ip", r.key.b_ip_string()},
-                              {"b_port", port_json(r.key.b_port)},
-                              {"packets", r.packets},
-                              {"bytes", r.bytes}};
-  return j.dump();
-}
+using netflow::flow_row;
+using netflow::count_conversations;
+using netflow::row_json;
 
 std::chrono::nanoseconds parse_idle(const std::string& text) {
   static const std::regex re(R"(^\s*(\d+)\s*(ms|s)?\s*$)");

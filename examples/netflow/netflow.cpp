@@ -9,9 +9,10 @@
 // http.pcap and dns_icmp.pcap, sip-tester's g711a.pcap) as three inputs merged by
 // capture time. Output lines: window_start_ns, window_end_ns, proto, a_ip, a_port, b_ip,
 // b_port, packets, bytes. The summary (stderr, or --summary FILE) is one JSON object.
-// Exit status: 0 on success, 1 when a capture had a read error (every record before it
-// was still processed and written) or an enrichment lookup failed for good (the row is
-// written with null enrichment fields), 2 on bad arguments or an unreadable input.
+// Exit status: 0 on success; 1 when a capture had a read error (every record before it
+// was still processed and written), an enrichment lookup failed for good (the row is
+// written with null enrichment fields) or writing --output/--summary failed; 2 on bad
+// arguments or an unreadable input.
 // --enrich [URL] adds "service" (IANA name of the lower port, /etc/services) and
 // "a_class"/"b_class" (IANA special-purpose address registries) to every row, through
 // three batched enrich stages; without URL an enrichment service runs in-process.
@@ -32,6 +33,7 @@
 #include <rill/operators/enrich.hpp>
 
 #include "enrichment_service.hpp"
+#include "flow_row.hpp"
 #include "kafka_mode.hpp"  // --probe / --brokers: Kafka mode (issue 5)
 
 using namespace std::chrono_literals;
@@ -51,25 +53,25 @@ std::chrono::nanoseconds parse_duration(const std::string& text, const std::stri
   std::smatch m;
   if (!std::regex_match(text, m, re))
     throw CLI::ValidationError(option, "expected a duration like 10s, 500ms, 2m; got \"" + text + "\"");
-  const long long n = std::stoll(m[1].str());
   const std::string unit = m[2].matched ? m[2].str() : "s";
-  if (unit == "ns") return std::chrono::nanoseconds{n};
-  if (unit == "us") return std::chrono::microseconds{n};
-  if (unit == "ms") return std::chrono::milliseconds{n};
-  if (unit == "m") return std::chrono::minutes{n};
-  if (unit == "h") return std::chrono::hours{n};
-  return std::chrono::seconds{n};
+  const long long ns_per_unit = unit == "ns"   ? 1LL
+                                : unit == "us" ? 1'000LL
+                                : unit == "ms" ? 1'000'000LL
+                                : unit == "m"  ? 60'000'000'000LL
+                                : unit == "h"  ? 3'600'000'000'000LL
+                                               : 1'000'000'000LL;
+  // Event time is signed 64-bit ns: a duration must stay far from its range (a window
+  // start +- length must not overflow). Limit: 100 years.
+  constexpr long long max_ns = 100LL * 365 * 24 * 3'600'000'000'000LL;
+  const std::string digits = m[1].str();
+  long long n = 0;
+  if (digits.size() > 18 || (n = std::stoll(digits)) > max_ns / ns_per_unit)
+    throw CLI::ValidationError(option, "duration \"" + text + "\" is too large (limit 100 years)");
+  return std::chrono::nanoseconds{n * ns_per_unit};
 }
 
-/// One output line: a conversation's packets and bytes in one window.
-struct flow_row {
-  rill::event_time window_start, window_end;
-  rill::flow_key key;
-  std::uint64_t packets = 0, bytes = 0;
-  // --enrich: IANA service name of the conversation's lower port, and each address's
-  // IANA special-purpose class (enrichment service; null when unknown or not asked).
-  nlohmann::json service, a_class, b_class;
-};
+using netflow::count_conversations;
+using netflow::flow_row;
 
 /// Key of the service lookup: "PORT/PROTO" of the lower port (the usual server side) for
 /// TCP/UDP; "" (answered null) otherwise.
@@ -80,48 +82,36 @@ std::string service_key(const flow_row& r) {
          std::string(rill::to_string(r.key.proto));
 }
 
-std::vector<flow_row> count_conversations(rill::window<rill::packet>&& w) {
-  std::unordered_map<rill::flow_key, std::size_t> index;  // key -> position in rows
-  std::vector<flow_row> rows;
-  for (const auto& r : w.records) {
-    auto [it, fresh] = index.try_emplace(r.value.key, rows.size());
-    if (fresh) rows.push_back({w.start, w.end, r.value.key, 0, 0});
-    auto& row = rows[it->second];
-    ++row.packets;
-    row.bytes += r.value.wire_len;
-  }
-  return rows;  // the ordered_sink sorts rows by key
-}
-
-json port_json(const std::optional<std::uint16_t>& p) { return p ? json(*p) : json(nullptr); }
-
 struct by_key {
   bool operator()(const flow_row& a, const flow_row& b) const { return a.key < b.key; }
 };
 
 /// Writes one JSON line per row and remembers totals for the summary. Called under the
 /// ordered_sink's lock.
+/// A window that held more packets than window_sort's buffer cap arrives in several
+/// segments, so the same (window, conversation) can come as several rows, adjacent after
+/// the sink's sort: they are summed here and written once.
 struct line_writer {
   std::ostream* out;
   std::set<rill::flow_key>* conversations;
+  std::optional<flow_row>* pending;
+  std::size_t* lines;
   bool enriched = false;
   void operator()(rill::event_time, const flow_row& r) const {
-    nlohmann::ordered_json j = {{"window_start_ns", r.window_start.time_since_epoch().count()},
-              {"window_end_ns", r.window_end.time_since_epoch().count()},
-              {"proto", rill::to_string(r.key.proto)},
-              {"a_ip", r.key.a_ip_string()},
-              {"a_port", port_json(r.key.a_port)},
-              {"b_ip", r.key.b_ip_string()},
-              {"b_port", port_json(r.key.b_port)},
-              {"packets", r.packets},
-              {"bytes", r.bytes}};
-    if (enriched) {
-      j["service"] = r.service;
-      j["a_class"] = r.a_class;
-      j["b_class"] = r.b_class;
+    if (*pending && (*pending)->window_start == r.window_start && (*pending)->key == r.key) {
+      (*pending)->packets += r.packets;
+      (*pending)->bytes += r.bytes;
+      return;
     }
-    *out << j.dump() << '\n';
-    conversations->insert(r.key);
+    flush();
+    *pending = r;
+  }
+  void flush() const {
+    if (!*pending) return;
+    *out << netflow::row_json(**pending, enriched) << '\n';
+    ++*lines;
+    conversations->insert((*pending)->key);
+    pending->reset();
   }
 };
 
@@ -154,14 +144,20 @@ int main(int argc, char** argv) {
                "share decoding-side work between the workers of a NUMA node (numa_ring)");
   netflow_kafka::options kafka;
   netflow_kafka::add_options(app, kafka);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the error
+    return code == 0 ? 0 : 2;       // bad arguments: 2, as documented
+  }
 
   std::chrono::nanoseconds window, delay;
   try {
     window = parse_duration(window_text, "--window");
     delay = parse_duration(delay_text, "--max-delay");
   } catch (const CLI::Error& e) {
-    return app.exit(e);
+    app.exit(e);
+    return 2;
   }
   if (inputs.empty() && interface.empty()) inputs = default_inputs;
   if (kafka.active()) return netflow_kafka::run(kafka, inputs, window, delay, workers, topology);
@@ -189,8 +185,11 @@ int main(int argc, char** argv) {
       local_service->start();
       enrich_url = local_service->url();
     }
+    std::optional<flow_row> pending_row;
+    std::size_t lines = 0;
+    const line_writer writer{out, &conversations, &pending_row, &lines, enrich};
     auto sink = std::make_shared<rill::ordered_sink<flow_row, by_key, line_writer>>(
-        rt.worker_count(), by_key{}, line_writer{out, &conversations, enrich});
+        rt.worker_count(), by_key{}, writer);
     auto enrich_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
 
     auto packets = rebalance ? rill::from(std::move(src)).rebalance() : rill::from(std::move(src));
@@ -243,7 +242,10 @@ int main(int argc, char** argv) {
     const auto rep = rt.run(job);
     running = false;
     if (reporter.joinable()) reporter.join();
+    writer.flush();  // the last merged row
     out->flush();
+    const bool output_failed = !*out;
+    if (output_failed) std::cerr << "netflow: error: writing --output " << output << " failed\n";
 
     const auto p = stats->packets.load();
     json by_proto;
@@ -258,24 +260,34 @@ int main(int argc, char** argv) {
                     {"truncated", stats->truncated.load()},
                     {"late", rep.stage("window_sort").late},
                     {"conversations", conversations.size()},
-                    {"windows_rows", sink->written()},
+                    {"windows_rows", lines},
                     {"errors", rep.errors},
                     {"enrich_errors", enrich_errors->load()},
                     {"workers", rt.worker_count()},
                     {"elapsed_s", rep.elapsed_s},
                     {"packets_per_s", rep.elapsed_s > 0 ? double(p) / rep.elapsed_s : 0.0}};
-    if (summary_path.empty()) {
+    bool summary_failed = false;
+    if (summary_path.empty() || summary_path == "-") {
       std::cerr << summary.dump() << '\n';
     } else {
-      std::ofstream(summary_path) << summary.dump(1) << '\n';
+      std::ofstream f(summary_path);
+      f << summary.dump(1) << '\n';
+      f.flush();
+      if (!f) {
+        summary_failed = true;
+        std::cerr << "netflow: error: writing --summary " << summary_path << " failed\n";
+      }
     }
     for (const auto& e : rep.errors) std::cerr << "netflow: error: " << e << '\n';
-    return rep.errors.empty() && enrich_errors->load() == 0 ? 0 : 1;
+    return rep.errors.empty() && enrich_errors->load() == 0 && !output_failed && !summary_failed ? 0 : 1;
   } catch (const rill::pcap_error& e) {
     std::cerr << "netflow: " << e.what() << '\n';
     return 2;
   } catch (const rill::config_error& e) {
     std::cerr << "netflow: " << e.what() << '\n';
     return 2;
+  } catch (const std::exception& e) {  // e.g. an exception from a worker, rethrown by run()
+    std::cerr << "netflow: error: " << e.what() << '\n';
+    return 1;
   }
 }

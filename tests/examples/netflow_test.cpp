@@ -259,7 +259,7 @@ TEST(netflow, truncated_file_reports_offset_and_keeps_earlier_records) {
 TEST(netflow, missing_and_non_pcap_inputs_fail_cleanly) {
   fs::create_directories(scratch);
   auto missing = run_netflow("--input " + (scratch / "no-such.pcap").string(), "missing");
-  EXPECT_EQ(missing.exit_code, 105 /* CLI11 ValidationError */ ) << missing.stderr_text;
+  EXPECT_EQ(missing.exit_code, 2) << missing.stderr_text;
   EXPECT_NE(missing.stderr_text.find("no-such.pcap"), std::string::npos);
 
   const auto text = scratch / "not-a-capture.pcap";
@@ -273,6 +273,50 @@ TEST(netflow, missing_and_non_pcap_inputs_fail_cleanly) {
   auto e = run_netflow("--input " + empty.string(), "empty");
   EXPECT_EQ(e.exit_code, 2);
   EXPECT_NE(e.stderr_text.find(empty.string()), std::string::npos) << e.stderr_text;
+}
+
+// Bad arguments exit 2 with a message naming the option; write failures exit 1.
+TEST(netflow, bad_arguments_and_write_failures) {
+  const auto capture = shared_pcaps / "dns_icmp.pcap";
+  if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
+  for (const char* args : {"--window 99999999999999999999s", "--window 9223372036854775808ns",
+                           "--max-delay abc", "--window -5s", "--workers abc", "--no-such-option"}) {
+    auto r = run_netflow("--input " + capture.string() + " " + args, "badarg");
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.stderr_text;
+    EXPECT_FALSE(r.stderr_text.empty()) << args;
+  }
+  const std::string cmd = std::string(NETFLOW_BINARY) + " --input " + capture.string() +
+                          " --output /dev/full --summary /dev/null 2>/dev/null";
+  const int status = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1);
+}
+
+// A capture in which one window holds far more packets than window_sort's buffer cap
+// (2^20 per worker): the window comes out in segments, netflow sums them, and the rows
+// equal an independent count of the generated flows: 8 flows x 200,000 packets, all in
+// one 10 s window, nothing late, one row per flow with 200,000 packets.
+TEST(netflow, window_over_the_buffer_cap_loses_nothing) {
+  fs::create_directories(scratch);
+  const auto big = scratch / "cap.pcap";
+  const std::string gen = std::string(PCAPGEN_BINARY) + " --output " + big.string() +
+                          " --flows 8 --packets-per-flow 200000 --interval 1us --jitter 0 --quiet";
+  ASSERT_EQ(std::system(gen.c_str()), 0);
+  for (int workers : {1, 2}) {
+    auto r = run_netflow("--input " + big.string() + " --workers " + std::to_string(workers) +
+                             " --window 10s",
+                         "cap" + std::to_string(workers));
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    EXPECT_EQ(r.summary["packets"], 1'600'000);
+    EXPECT_EQ(r.summary["late"], 0);
+    std::uint64_t packets = 0;
+    for (const auto& l : r.lines) {
+      packets += l["packets"].get<std::uint64_t>();
+      EXPECT_EQ(l["packets"], 200'000) << l.dump();
+    }
+    EXPECT_EQ(packets, 1'600'000u);
+    EXPECT_EQ(r.lines.size(), 8u);
+  }
+  fs::remove(big);
 }
 
 // The default job (no --input) reads the Debian-shipped captures; totals are those of

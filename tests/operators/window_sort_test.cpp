@@ -356,36 +356,44 @@ TEST(window_sort, end_of_stream_fires_everything_in_window_order) {
   EXPECT_EQ(out.late.size(), 1u);
 }
 
-// Buffer cap, smallest form. cap 3, delay large so nothing fires on time.
-TEST(window_sort, cap_fires_oldest_window_early) {
+// Buffer cap, smallest form. cap 3, delay large so nothing fires on time. Hand-worked:
+//   15000, 2000, 25000       buffered: [0,10s){2000} [10s,20s){15000} [20s,30s){25000}
+//   26000  full -> oldest [0,10s) fires early {2000}; 26000 joins [20s,30s)
+//   3000   not late (W = 26000 - 1 h); full -> oldest open [10s,20s) fires early {15000};
+//          3000 starts a new segment of [0,10s)
+//   10000  full -> oldest open [0,10s) fires early {3000}; 10000 starts [10s,20s) again
+//   end    [10s,20s){10000} and [20s,30s){25000,26000} fire on time
+TEST(window_sort, cap_fires_oldest_window_early_in_segments) {
   one_input s{{.length = 10s, .max_delay = 1h, .max_buffered = 3}};
   s.push_ms(15000);
   s.push_ms(2000);
-  s.push_ms(25000);  // buffered 3: [0,10000){2000} [10000,20000){15000} [20000,30000){25000}
+  s.push_ms(25000);
   EXPECT_EQ(s.ws.buffered(), 3u);
-  s.push_ms(26000);  // full: oldest [0, 10000) fires early, then 26000 is buffered
+  s.push_ms(26000);
   ASSERT_EQ(s.out.windows.size(), 1u);
   EXPECT_TRUE(s.out.windows[0].early);
   EXPECT_EQ(times_ms(s.out.windows[0]), (std::vector<std::int64_t>{2000}));
-  EXPECT_EQ(s.ws.early_fired(), 1u);
   EXPECT_EQ(s.ws.buffered(), 3u);
-  s.push_ms(3000);  // in time by the delay, but its window already fired: late
-  EXPECT_EQ(s.ws.late(), 1u);
-  ASSERT_EQ(s.out.late.size(), 1u);
-  EXPECT_EQ(to_ms(s.out.late[0].start), 0);
-  s.push_ms(10000);  // first instant of [10000, 20000): not fired yet, but full ->
-                     // [10000, 20000) fires early with {15000}, then 10000 is late
+  s.push_ms(3000);
   ASSERT_EQ(s.out.windows.size(), 2u);
   EXPECT_TRUE(s.out.windows[1].early);
   EXPECT_EQ(times_ms(s.out.windows[1]), (std::vector<std::int64_t>{15000}));
-  EXPECT_EQ(s.ws.late(), 2u);
-  EXPECT_EQ(s.ws.buffered(), 2u);  // 25000, 26000
-  s.end();
+  s.push_ms(10000);
   ASSERT_EQ(s.out.windows.size(), 3u);
-  EXPECT_FALSE(s.out.windows[2].early);
-  EXPECT_EQ(times_ms(s.out.windows[2]), (std::vector<std::int64_t>{25000, 26000}));
-  EXPECT_EQ(s.ws.fired(), 3u);
-  EXPECT_EQ(s.ws.early_fired(), 2u);
+  EXPECT_TRUE(s.out.windows[2].early);
+  EXPECT_EQ(to_ms(s.out.windows[2].start), 0);
+  EXPECT_EQ(times_ms(s.out.windows[2]), (std::vector<std::int64_t>{3000}));
+  EXPECT_EQ(s.ws.buffered(), 3u);  // 10000, 25000, 26000
+  s.end();
+  ASSERT_EQ(s.out.windows.size(), 5u);
+  EXPECT_FALSE(s.out.windows[3].early);
+  EXPECT_EQ(times_ms(s.out.windows[3]), (std::vector<std::int64_t>{10000}));
+  EXPECT_FALSE(s.out.windows[4].early);
+  EXPECT_EQ(times_ms(s.out.windows[4]), (std::vector<std::int64_t>{25000, 26000}));
+  EXPECT_EQ(s.ws.late(), 0u);
+  EXPECT_TRUE(s.out.late.empty());
+  EXPECT_EQ(s.ws.fired(), 5u);
+  EXPECT_EQ(s.ws.early_fired(), 3u);
 }
 
 // Buffer full while the pushed record's own window becomes due on that record's
@@ -455,15 +463,19 @@ TEST(window_sort, million_records_one_window_bounded) {
   s.end();
   EXPECT_EQ(max_seen, cap);
   // Records 0..99999 fill the buffer; record 100000 finds it full and cannot fire on
-  // time (W <= 1 s - 10 s < 10 s), so [0, 10 s) fires early with the first 100000;
-  // record 100000 and the 899999 after it belong to a fired window: late, side output.
-  ASSERT_EQ(s.out.windows.size(), 1u);
-  EXPECT_TRUE(s.out.windows[0].early);
-  EXPECT_EQ(s.out.windows[0].records.size(), cap);
-  EXPECT_EQ(s.ws.early_fired(), 1u);
-  EXPECT_EQ(s.ws.fired(), 1u);
-  EXPECT_EQ(s.ws.late(), static_cast<std::uint64_t>(n) - cap);
-  EXPECT_EQ(s.out.late.size(), static_cast<std::size_t>(n) - cap);
+  // time (W <= 1 s - 10 s < 10 s), so [0, 10 s) fires early with the first 100000 and
+  // record 100000 starts a new segment; every 100000 records the same happens again.
+  // end() fires the 10th segment on time. Nothing is late.
+  ASSERT_EQ(s.out.windows.size(), 10u);
+  for (std::size_t k = 0; k < 10; ++k) {
+    EXPECT_EQ(s.out.windows[k].start, at(0s));
+    EXPECT_EQ(s.out.windows[k].records.size(), cap);
+    EXPECT_EQ(s.out.windows[k].early, k < 9);
+  }
+  EXPECT_EQ(s.ws.early_fired(), 9u);
+  EXPECT_EQ(s.ws.fired(), 10u);
+  EXPECT_EQ(s.ws.late(), 0u);
+  EXPECT_TRUE(s.out.late.empty());
   EXPECT_EQ(s.ws.buffered(), 0u);
   expect_exactly_once_and_sorted(s.out, n);
 }

@@ -119,19 +119,22 @@ constexpr event_time window_end_saturating(event_time start,
 ///     largest - max_delay, idle inputs ignored, +infinity when all inputs ended);
 ///   - a record is late when, *before* its own time is observed, t < W — with one input,
 ///     exactly "(largest seen) - t > delay"; with several, "older than the current
-///     watermark" (CASES.md C02) — or when its window has already fired (see below);
+///     watermark" (CASES.md C02) — or when its window has already fired on time;
 ///   - a late record is never lost silently: the `late` counter rises and, with
 ///     late_policy::side_output, it goes to on_late with its window bounds (CASES.md C03);
 ///     with late_policy::drop it is only counted (logging belongs to the runtime);
-///   - a window fires when W >= its end; windows fire in increasing start order, each at
-///     most once; windows that received no record are never emitted.
+///   - a window fires when W >= its end; windows fire in increasing start order, each
+///     on time at most once; windows that received no record are never emitted.
 ///
 /// Memory bound: at most options.max_buffered records are buffered, ever. When a push
 /// would exceed the cap and no window can fire on time, the OLDEST open window fires
-/// early (window::early = true, counted by early_fired()); anything that arrives later
-/// for a window that has fired (early or not) is late and goes to the late side output.
-/// So nothing is lost and nothing grows without bound, at the price of early windows
-/// under overload. Backpressure itself comes from the runtime's bounded queues; this
+/// early as a segment (window::early = true, counted by early_fired()). Records that
+/// arrive later for that window, and are not late by the watermark, start a new segment
+/// of the same window, which fires later (early again at the cap, or on time). So a
+/// window holding more than the cap comes out as several sorted segments with the same
+/// start/end: each record exactly once, nothing late because of the cap, memory bounded.
+/// A consumer that needs one result per window merges segments (netflow sums rows of the
+/// same window and conversation). Backpressure itself comes from the runtime's bounded queues; this
 /// cap only bounds the operator's own memory (DESIGN.md: "a configurable cap on buffered
 /// records"). Memory: O(buffered records + open windows).
 ///
@@ -214,13 +217,9 @@ class window_sorter {
       return;
     }
     while (buffered_ >= options_.max_buffered) {
-      emit(windows_.begin(), true, on_window);  // oldest open window, early
+      emit(windows_.begin(), true, on_window);  // oldest open window, early segment
     }
-    if (t < fired_until_) {  // the early fire closed r's own window
-      reject_late(std::move(r), on_late);
-    } else {
-      buffer(start, std::move(r));
-    }
+    buffer(start, std::move(r));  // a new segment if r's window just fired early
     fire_ready(on_window);
   }
 
@@ -354,7 +353,7 @@ class window_sorter {
                        [](const record<T>& a, const record<T>& b) { return a.time < b.time; });
     }
     const event_time end = end_of(start);
-    fired_until_ = std::max(fired_until_, end);
+    if (!early) fired_until_ = std::max(fired_until_, end);  // early segments stay open
     ++fired_;
     if (early) ++early_fired_;
     on_window(window<T>{start, end, std::move(ow.records), early});
