@@ -1,0 +1,98 @@
+package dev.rill.bench;
+
+import java.lang.management.ManagementFactory;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.function.BiConsumer;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+/** Shared helpers: arguments, process CPU time, topic creation, reading a whole topic. */
+final class Common {
+  private Common() {}
+
+  static Map<String, String> args(String[] argv, String usage) {
+    Map<String, String> m = new HashMap<>();
+    for (int i = 0; i < argv.length; i += 2) {
+      if (!argv[i].startsWith("--") || i + 1 >= argv.length) {
+        System.err.println("usage: " + usage);
+        System.exit(2);
+      }
+      m.put(argv[i].substring(2), argv[i + 1]);
+    }
+    return m;
+  }
+
+  static String need(Map<String, String> a, String k) {
+    String v = a.get(k);
+    if (v == null) {
+      System.err.println("missing --" + k);
+      System.exit(2);
+    }
+    return v;
+  }
+
+  /** user + sys CPU time of this JVM (all threads: stream threads, clients, GC, JIT), ns. */
+  static long cpuNanos() {
+    return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+        .getProcessCpuTime();
+  }
+
+  static Admin admin(String brokers) {
+    Properties p = new Properties();
+    p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
+    return Admin.create(p);
+  }
+
+  static void createTopic(String brokers, String topic, int partitions) throws Exception {
+    try (Admin a = admin(brokers)) {
+      a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+    } catch (ExecutionException e) {
+      if (!(e.getCause() instanceof TopicExistsException)) throw e;
+    }
+    Thread.sleep(1000); // leaders elected (setup only, not timed), as kafka_bench does
+  }
+
+  /** Reads every record of every partition of `topic` from the beginning to the end offsets. */
+  static long readAll(String brokers, String topic, BiConsumer<byte[], byte[]> fn) {
+    Properties p = new Properties();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    long n = 0;
+    try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+      List<TopicPartition> tps = new ArrayList<>();
+      c.partitionsFor(topic, Duration.ofSeconds(30)).forEach(pi -> tps.add(new TopicPartition(topic, pi.partition())));
+      c.assign(tps);
+      c.seekToBeginning(tps);
+      Map<TopicPartition, Long> end = c.endOffsets(tps);
+      long want = 0;
+      for (TopicPartition tp : tps) want += end.get(tp) - c.beginningOffsets(List.of(tp)).get(tp);
+      long idle = System.nanoTime();
+      while (n < want) {
+        var recs = c.poll(Duration.ofMillis(200));
+        if (recs.isEmpty() && System.nanoTime() - idle > 30_000_000_000L)
+          throw new IllegalStateException(topic + ": read " + n + " of " + want + " records, then nothing for 30 s");
+        if (!recs.isEmpty()) idle = System.nanoTime();
+        for (ConsumerRecord<byte[], byte[]> r : recs) {
+          fn.accept(r.key(), r.value());
+          ++n;
+        }
+      }
+    }
+    return n;
+  }
+}
