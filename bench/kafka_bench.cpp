@@ -7,11 +7,19 @@
 // timing. Each run reads it with a fresh group, maps value -> value with its first byte
 // upper-cased, and writes a 4-partition topic; the clock stops at the N-th delivery
 // report. Checksum: N delivered, and the byte sum of the delivered values, checked.
+// CPU: the process's user+sys (CLOCK_PROCESS_CPUTIME_ID: every thread, librdkafka's
+// included) over the same interval, as seconds per million records.
 //
 //   scripts/kafka start
 //   build-release/bench/kafka_bench --brokers 127.0.0.1:19092 --records 200000 --runs 3
+//
+// bench/kafka_peers.sh (the Kafka Streams peer on the same input) uses:
+//   kafka_bench --make-input TOPIC --records N       create + fill TOPIC, exit
+//   kafka_bench --in TOPIC --records N --runs 1 [--peers raw,rill/1,rill/2]
+// and reads the "RESULT peer=P records=N seconds=S cpu=C ok=0|1" line of each run.
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,7 +103,14 @@ void map_value(std::string& v) {
 struct result {
   double seconds;
   std::uint64_t delivered, sum;
+  double cpu = 0;  // process user+sys seconds over the timed interval
 };
+
+double cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
 
 // ---- raw librdkafka loop ----
 struct raw_dr : RdKafka::DeliveryReportCb {
@@ -129,10 +144,11 @@ result run_raw(const std::string& in, const std::string& out, int n) {
   clk::time_point t0{};  // the first consumed record (group join excluded, as for rill)
   auto last_commit = clk::now();
   bool started = false;
+  double cpu0 = 0;
   while (dr.delivered + dr.failed < std::uint64_t(n)) {
     std::unique_ptr<RdKafka::Message> m(c->consume(1));
     if (m && m->err() == RdKafka::ERR_NO_ERROR) {
-      if (!started) { started = true; t0 = clk::now(); }
+      if (!started) { started = true; t0 = clk::now(); cpu0 = cpu_now(); }
       std::string v(static_cast<const char*>(m->payload()), m->len());
       map_value(v);
       while (p->produce(out, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY, v.data(), v.size(),
@@ -147,9 +163,10 @@ result run_raw(const std::string& in, const std::string& out, int n) {
     }
   }
   const double s = std::chrono::duration<double>(clk::now() - t0).count();
+  const double cpu = cpu_now() - cpu0;
   c->commitSync();
   c->close();
-  return {s, dr.delivered, dr.sum};
+  return {s, dr.delivered, dr.sum, cpu};
 }
 
 // ---- rill ----
@@ -160,17 +177,19 @@ result run_rill(const std::string& in, const std::string& out, int n, std::size_
   rill::runtime rt{{.workers = workers, .topology = std::to_string(workers) + " nodes x 1 cores", .pin = false}};
   std::atomic<std::uint64_t> sum{0};
   clk::time_point t0{}, t1{};
+  double cpu0 = 0, cpu1 = 0;
   std::thread stopper([&] {
     while (sink->stats().delivered.load() == 0 && sink->stats().accepted.load() == 0) std::this_thread::sleep_for(100us);
     while (sink->stats().delivered.load() < std::uint64_t(n)) std::this_thread::sleep_for(100us);
     t1 = clk::now();
+    cpu1 = cpu_now();
     rt.request_stop();
   });
   // The clock starts at the first consumed record (group join excluded, as for raw).
   std::atomic<bool> started{false};
   auto job = rill::from(std::move(src))
                  .map([&](rec&& r) {
-                   if (!started.exchange(true, std::memory_order_relaxed)) t0 = clk::now();
+                   if (!started.exchange(true, std::memory_order_relaxed)) { t0 = clk::now(); cpu0 = cpu_now(); }
                    map_value(r.value);
                    std::uint64_t s = 0;
                    for (char ch : r.value) s += std::uint8_t(ch);
@@ -180,45 +199,65 @@ result run_rill(const std::string& in, const std::string& out, int n, std::size_
                  .sink(sink);
   rt.run(job);
   stopper.join();
-  return {std::chrono::duration<double>(t1 - t0).count(), sink->stats().delivered.load(), sum.load()};
+  return {std::chrono::duration<double>(t1 - t0).count(), sink->stats().delivered.load(), sum.load(), cpu1 - cpu0};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int n = 200000, runs = 3;
+  std::string in_topic, make_input, peers = "raw,rill/1,rill/2";
   if (const char* b = std::getenv("RILL_KAFKA_BROKERS")) brokers = b;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--brokers") brokers = argv[i + 1];
     else if (a == "--records") n = std::atoi(argv[i + 1]);
     else if (a == "--runs") runs = std::atoi(argv[i + 1]);
-    else { std::cerr << "usage: kafka_bench [--brokers B] [--records N] [--runs R]\n"; return 2; }
+    else if (a == "--in") in_topic = argv[i + 1];
+    else if (a == "--make-input") make_input = argv[i + 1];
+    else if (a == "--peers") peers = "," + std::string(argv[i + 1]) + ",";
+    else {
+      std::cerr << "usage: kafka_bench [--brokers B] [--records N] [--runs R] [--in TOPIC] [--peers raw,rill/1,rill/2]\n"
+                   "       kafka_bench --make-input TOPIC [--brokers B] [--records N]\n";
+      return 2;
+    }
+  }
+  if (peers.front() != ',') peers = "," + peers + ",";
+  if (!make_input.empty()) {  // for bench/kafka_peers.sh: the input of every peer
+    create_topic(make_input, 4);
+    produce_input(make_input, n);
+    return 0;
   }
   const auto tag = std::to_string(::getpid());
-  const auto in = "bench-in-" + tag;
-  create_topic(in, 4);
-  produce_input(in, n);
+  const auto in = in_topic.empty() ? "bench-in-" + tag : in_topic;
+  if (in_topic.empty()) {
+    create_topic(in, 4);
+    produce_input(in, n);
+  }
   const auto want = expected_sum(n);
   std::printf("consume -> map -> produce, %d records x 100 B, 4 partitions, broker %s, best of %d\n", n,
               brokers.c_str(), runs);
-  std::printf("%-8s %12s %10s\n", "peer", "records/s", "seconds");
+  std::printf("%-8s %12s %10s %12s\n", "peer", "records/s", "seconds", "cpu s/M rec");
   int bad = 0;
   auto report = [&](const char* name, auto fn) {
+    if (peers.find("," + std::string(name) + ",") == std::string::npos) return;
     result best{1e30, 0, 0};
     for (int r = 0; r < runs; ++r) {
       const auto out = std::string("bench-out-") + name + "-" + tag + "-" + std::to_string(r);
       for (char& ch : const_cast<std::string&>(out)) if (ch == '/') ch = '_';
       create_topic(out, 4);
       const auto res = fn(out);
-      if (res.delivered != std::uint64_t(n) || res.sum != want) {
+      const bool ok = res.delivered == std::uint64_t(n) && res.sum == want;
+      std::fprintf(stderr, "RESULT peer=%s records=%d seconds=%.3f cpu=%.3f ok=%d\n", name, n, res.seconds, res.cpu,
+                   ok ? 1 : 0);
+      if (!ok) {
         std::fprintf(stderr, "%s: checksum mismatch: delivered %llu sum %llu (want %d, %llu)\n", name,
                      (unsigned long long)res.delivered, (unsigned long long)res.sum, n, (unsigned long long)want);
         ++bad;
       }
       if (res.seconds < best.seconds) best = res;
     }
-    std::printf("%-8s %12.0f %10.3f\n", name, n / best.seconds, best.seconds);
+    std::printf("%-8s %12.0f %10.3f %12.2f\n", name, n / best.seconds, best.seconds, best.cpu * 1e6 / n);
     std::fflush(stdout);
   };
   report("raw", [&](const std::string& out) { return run_raw(in, out, n); });

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# bench/kafka_peers.sh — rill vs its peers on one real Kafka broker (issue 5), run by hand
+# (not part of the tests: it needs the Kafka Streams jars from Maven).
+#
+# Part 1, consume -> map -> produce (RECORDS x 100-byte values, 4 partitions, one input topic
+# for every peer, a fresh output topic and consumer group per run):
+#   raw          librdkafka loop (bench/kafka_bench)
+#   rill/1 rill/2  kafka_source -> map -> kafka_sink on 1 and 2 workers (bench/kafka_bench)
+#   kstreams/1   Kafka Streams 4.1.1 (bench/kafka-streams Map: 1 stream thread, at-least-once,
+#                one unmeasured warm-up run in the same JVM first, so its JIT is warm)
+# ROUNDS rounds, peers interleaved (the Kafka Streams peer goes first in even rounds); each
+# run's count and checksum are verified; the table gives the median and best records/s,
+# the median CPU seconds per million records (user+sys of the peer's process over the timed
+# interval: first consumed record -> N-th acknowledged delivery) and ratios to raw.
+#
+# Part 2, netflow's Kafka -> Kafka job vs the Kafka Streams FlowCount on one probe topic:
+#   netflow --probe -i PCAP --topic P       the packets, keyed by 5-tuple (4 partitions)
+#   netflow --from P --to F --window W --max-delay D --idle-exit 3s -w 1
+#   FlowCount --in P --out F --window-ms W --grace-ms D --idle-exit-ms 3000 --threads 1
+# ROUNDS rounds, interleaved. Each is timed from outside with /usr/bin/time: records/s =
+# packets / (wall - 3 s idle exit); CPU = user+sys of the whole process (start-up, group
+# join, the idle wait and, for Kafka Streams, the JVM's start-up included); FlowCount also
+# reports its in-process CPU from the first record to the end of close(). Both outputs are
+# read back: packets, bytes and conversations must equal PCAP's ground truth (NAME.truth.json),
+# every 5-tuple's totals must equal the truth's, and the per-(window, 5-tuple) counts of the
+# two jobs must be equal.
+#
+#   RILL_KAFKA_PORT=49092 scripts/kafka start
+#   bench/kafka_peers.sh            # env: BROKERS BUILD RECORDS ROUNDS PCAP WINDOW_MS DELAY_MS
+#   RILL_KAFKA_PORT=49092 scripts/kafka stop
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+brokers=${BROKERS:-127.0.0.1:49092}
+build=${BUILD:-$root/build-h3}
+records=${RECORDS:-200000}
+rounds=${ROUNDS:-3}
+pcap=${PCAP:-$root/../shared/data/pcap/echo-connections.pcap}
+window_ms=${WINDOW_MS:-1000}
+# max delay (Kafka Streams: grace) above the capture's span (6.5 s for echo-connections):
+# netflow's watermark is per worker over all the partitions it reads, so with netflow's
+# default 2 s a partition read ahead makes the others' packets late (dropped, counts short);
+# Kafka Streams' stream time is per partition (task) and drops none either way
+delay_ms=${DELAY_MS:-10000}
+ks=$root/bench/kafka-streams
+cp="$ks/target/rill-kafka-streams-bench.jar:$ks/target/lib/*"
+tag=$(date +%s)-$$
+work=${WORK:-/tmp/kafka_peers-$tag}
+mkdir -p "$work"
+
+die() { echo "kafka_peers: $*" >&2; exit 1; }
+[ -x "$build/bench/kafka_bench" ] || die "$build/bench/kafka_bench missing (ninja -C $build kafka_bench netflow)"
+[ -x "$build/examples/netflow/netflow" ] || die "$build/examples/netflow/netflow missing"
+[ -f "$pcap.truth.json" ] || die "$pcap.truth.json missing"
+if [ ! -f "$ks/target/rill-kafka-streams-bench.jar" ]; then
+  (cd "$ks" && mvn -B -q package) || die "mvn package in $ks failed"
+fi
+java -cp "$cp" dev.rill.bench.Tool count --brokers "$brokers" --topic __consumer_offsets >/dev/null 2>&1 ||
+  die "no broker answers on $brokers (RILL_KAFKA_PORT=${brokers##*:} scripts/kafka start)"
+tool() { java -cp "$cp" dev.rill.bench.Tool "$@"; }
+nf=$build/examples/netflow/netflow
+
+echo "kafka_peers: $(date -u +%FT%TZ), broker $brokers, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), work dir $work"
+
+# ---------------- part 1: consume -> map -> produce ----------------
+in=peers-in-$tag
+"$build/bench/kafka_bench" --brokers "$brokers" --make-input "$in" --records "$records"
+results=$work/map.results
+: >"$results"
+run_cpp() { "$build/bench/kafka_bench" --brokers "$brokers" --in "$in" --records "$records" --runs 1 2>&1 >/dev/null |
+              tee -a "$work/map.log" | grep '^RESULT' >>"$results" || true; }
+run_ks() { java -cp "$cp" dev.rill.bench.Map --brokers "$brokers" --in "$in" --records "$records" \
+             --threads 1 --warmup 1 --runs 1 --tag "$tag-$1" 2>&1 | tee -a "$work/map.log" | grep '^RESULT' >>"$results" || true; }
+for r in $(seq "$rounds"); do
+  echo "kafka_peers: map round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  if [ $((r % 2)) -eq 1 ]; then run_cpp; run_ks "$r"; else run_ks "$r"; run_cpp; fi
+done
+python3 - "$results" "$records" "$rounds" <<'EOF'
+import re, statistics, sys
+path, n, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+runs = {}
+for line in open(path):
+    d = dict(kv.split("=") for kv in line.split()[1:])
+    runs.setdefault(d["peer"], []).append(d)
+order = ["raw", "rill/1", "rill/2", "kstreams/1"]
+stat = {}
+print(f"\nconsume -> map -> produce, {n} records x 100 B, 4 partitions, {rounds} rounds interleaved")
+print(f"{'peer':<11} {'runs ok':>7} {'median rec/s':>13} {'best rec/s':>11} {'median cpu s/M':>15} {'median/raw':>10} {'cpu/raw':>8}")
+for p in order:
+    rs = runs.get(p, [])
+    ok = [r for r in rs if r["ok"] == "1"]
+    if not ok:
+        print(f"{p:<11} {len(ok)}/{len(rs)}  (no verified run)"); continue
+    rate = [n / float(r["seconds"]) for r in ok]
+    cpu = [float(r["cpu"]) * 1e6 / n for r in ok]
+    stat[p] = (statistics.median(rate), max(rate), statistics.median(cpu))
+for p in order:
+    if p not in stat: continue
+    m, b, c = stat[p]
+    base = stat.get("raw")
+    ratio = f"{m / base[0]:10.2f} {c / base[2]:8.2f}" if base else ""
+    print(f"{p:<11} {sum(r['ok'] == '1' for r in runs[p])}/{len(runs[p])}     {m:13,.0f} {b:11,.0f} {c:15.2f} {ratio}")
+for p in ("rill/1", "rill/2"):
+    if p in stat and "kstreams/1" in stat:
+        print(f"{p} / kstreams/1: records/s x{stat[p][0] / stat['kstreams/1'][0]:.2f}, cpu per record x{stat[p][2] / stat['kstreams/1'][2]:.2f}")
+bad = sum(r["ok"] != "1" for rs in runs.values() for r in rs)
+if bad: print(f"{bad} run(s) FAILED verification"); sys.exit(1)
+EOF
+
+# ---------------- part 2: netflow Kafka -> Kafka vs Kafka Streams FlowCount ----------------
+packets=nf-packets-$tag
+tool create --brokers "$brokers" --topic "$packets" --partitions 4
+"$nf" --probe -i "$pcap" --brokers "$brokers" --topic "$packets" 2>"$work/probe.log" || { cat "$work/probe.log"; die "probe failed"; }
+published=$(tool count --brokers "$brokers" --topic "$packets")
+echo "kafka_peers: probe: $(tail -1 "$work/probe.log"); topic $packets holds $published records"
+flows=$work/flows.results
+: >"$flows"
+run_rill_nf() {
+  local out=nf-flows-rill-$tag-$1
+  tool create --brokers "$brokers" --topic "$out" --partitions 4
+  /usr/bin/time -f "TIME %e %U %S" -o "$work/time.txt" "$nf" --brokers "$brokers" --from "$packets" --to "$out" \
+    --group "nf-$tag-$1" --window "${window_ms}ms" --max-delay "${delay_ms}ms" --idle-exit 3s -w 1 2>"$work/nf-$1.log" ||
+    { cat "$work/nf-$1.log"; echo "kafka_peers: netflow run $1 failed" >&2; }
+  tool flows --brokers "$brokers" --topic "$out" --mode sum --dump "$work/rill-$1.cells" >"$work/rill-$1.totals"
+  echo "rill $1 $(cat "$work/time.txt") $(cat "$work/rill-$1.totals") SUMMARY $(tail -1 "$work/nf-$1.log")" | tee -a "$flows"
+}
+run_ks_nf() {
+  local out=nf-flows-ks-$tag-$1
+  tool create --brokers "$brokers" --topic "$out" --partitions 4
+  /usr/bin/time -f "TIME %e %U %S" -o "$work/time.txt" java -cp "$cp" dev.rill.bench.FlowCount --brokers "$brokers" \
+    --in "$packets" --out "$out" --app-id "ks-flows-$tag-$1" --window-ms "$window_ms" --grace-ms "$delay_ms" \
+    --idle-exit-ms 3000 --threads 1 >"$work/ks-$1.log" 2>&1 ||
+    { cat "$work/ks-$1.log"; echo "kafka_peers: FlowCount run $1 failed" >&2; }
+  tool flows --brokers "$brokers" --topic "$out" --mode latest --dump "$work/ks-$1.cells" >"$work/ks-$1.totals"
+  echo "kstreams $1 $(cat "$work/time.txt") $(cat "$work/ks-$1.totals") SUMMARY $(grep '^FLOWCOUNT' "$work/ks-$1.log")" | tee -a "$flows"
+}
+for r in $(seq "$rounds"); do
+  echo "kafka_peers: netflow round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  if [ $((r % 2)) -eq 1 ]; then run_rill_nf "$r"; run_ks_nf "$r"; else run_ks_nf "$r"; run_rill_nf "$r"; fi
+done
+python3 - "$flows" "$pcap.truth.json" "$work" "$published" <<'EOF'
+import json, re, statistics, sys
+path, truth_path, work, published = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+truth = json.load(open(truth_path))
+# a conversation: protocol and the unordered endpoint pair (netflow orders the endpoints by
+# address and port, the truth file as text)
+def conv_key(proto, a, b): return (proto,) + tuple(sorted((a, b)))
+per_conv = {conv_key(c["proto"], c["a"], c["b"]): (c["packets"], c["bytes"]) for c in truth["conversations"]}
+n = truth["packets"] - truth["non_ip"]
+bad = 0
+if published != truth["packets"]:
+    print(f"probe topic holds {published} records, truth {truth['packets']} packets"); bad += 1
+def cells(f):
+    out = {}
+    for line in open(f):
+        w, proto, a, b, p, by = line.split()
+        out[(w, conv_key(proto, a, b))] = (int(p), int(by))
+    return out
+rows = []
+for line in open(path):
+    peer, r, _, wall, user, sys_, *rest = line.split()
+    kv = dict(x.split("=", 1) for x in rest if "=" in x and not x.startswith("{"))
+    c = cells(f"{work}/{'rill' if peer == 'rill' else 'ks'}-{r}.cells")
+    conv = {}
+    for (w, k), (p, by) in c.items():
+        s = conv.setdefault(k, [0, 0]); s[0] += p; s[1] += by
+    ok = (int(kv["packets"]) == n and int(kv["bytes"]) == truth["bytes"] and int(kv["conversations"]) == len(per_conv)
+          and all(tuple(conv.get(k, (0, 0))) == v for k, v in per_conv.items()))
+    extra = ""
+    if peer == "rill":
+        m = re.search(r'"late":(\d+)', line); extra = f"late={m.group(1) if m else '?'}"
+    else:
+        m = re.search(r"dropped=(\d+) seconds=([\d.]+) cpu=([\d.]+)", line)
+        extra = f"dropped={m.group(1)} in-process: {n / float(m.group(2)):,.0f} rec/s, {float(m.group(3)) * 1e6 / n:.2f} cpu s/M" if m else ""
+    rows.append(dict(peer=peer, r=r, wall=float(wall), cpu=float(user) + float(sys_), ok=ok, cells=c, extra=extra,
+                     out_rows=int(kv["rows"]), ncells=int(kv["cells"])))
+    if not ok: bad += 1
+print(f"\nnetflow Kafka -> Kafka vs Kafka Streams FlowCount: {n} packets, truth {truth['bytes']} bytes, {len(per_conv)} conversations")
+print(f"{'peer':<9} {'round':>5} {'wall s':>7} {'rec/s (wall-3s)':>16} {'cpu s':>6} {'cpu s/M':>8} {'rows':>6} {'cells':>6} {'truth':>5}  notes")
+for x in rows:
+    print(f"{x['peer']:<9} {x['r']:>5} {x['wall']:7.2f} {n / max(x['wall'] - 3, 1e-3):16,.0f} {x['cpu']:6.2f} {x['cpu'] * 1e6 / n:8.2f} "
+          f"{x['out_rows']:6} {x['ncells']:6} {'ok' if x['ok'] else 'BAD':>5}  {x['extra']}")
+med = {}
+for p in ("rill", "kstreams"):
+    xs = [x for x in rows if x["peer"] == p]
+    if xs:
+        med[p] = (statistics.median(n / max(x["wall"] - 3, 1e-3) for x in xs), statistics.median(x["cpu"] * 1e6 / n for x in xs))
+        print(f"{p:<9} median: {med[p][0]:,.0f} records/s, {med[p][1]:.2f} CPU s per million records")
+if len(med) == 2:
+    print(f"rill / kstreams: records/s x{med['rill'][0] / med['kstreams'][0]:.2f}, CPU per record x{med['rill'][1] / med['kstreams'][1]:.2f}")
+for r in sorted({x["r"] for x in rows}):
+    pair = [x for x in rows if x["r"] == r]
+    if len(pair) == 2:
+        same = pair[0]["cells"] == pair[1]["cells"]
+        print(f"round {r}: per-(window, 5-tuple) counts of the two jobs {'equal' if same else 'DIFFER'} ({len(pair[0]['cells'])} cells)")
+        if not same: bad += 1
+if bad: print(f"{bad} check(s) FAILED"); sys.exit(1)
+EOF
+echo "kafka_peers: done $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
