@@ -12,6 +12,11 @@
 // Summary (stdout, one JSON object): records/s, p50/p99 latency per record (creation to
 // sink, ms), peak threads and sockets of the process (the in-process service's own thread
 // and server-side sockets included; use --url to leave them out), CPU %, peak RSS.
+//
+// Kafka mode (kafka_mode.hpp): --brokers HOST:PORT --from TOPIC --to TOPIC [--group G]
+// reads lookup keys from a topic, enriches them the same way and writes JSON to a topic,
+// at-least-once; summary: records/s and latency from read to delivery report.
+// Exit status: 0 ok; 1 an enrichment or delivery failed; 2 bad arguments.
 #include <CLI/CLI.hpp>
 #include <sys/resource.h>
 
@@ -27,6 +32,7 @@
 #include <rill/rill.hpp>
 
 #include "enrichment_service.hpp"
+#include "kafka_mode.hpp"  // --brokers/--from/--to: Kafka mode (issue 5)
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -80,20 +86,38 @@ std::size_t count_entries(const char* dir, bool sockets_only) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rill enrichment example: batched async REST enrichment at a target rate"};
+  CLI::App app{"rill enrichment example: batched async REST enrichment at a target rate, or from\n"
+               "Kafka to Kafka (--brokers HOST:PORT --from TOPIC --to TOPIC [--group G])"};
   std::string url, output, transport = "beast";
   double rate = 4000, seconds = 5;
   std::size_t batch = 200, in_flight = 4;
   int latency_ms = 100;
   app.add_option("--url", url, "enrichment service URL (default: start one in-process)");
-  app.add_option("--rate", rate, "records per second (0 = unthrottled)")->check(CLI::NonNegativeNumber);
-  app.add_option("--seconds", seconds, "how long to send")->check(CLI::PositiveNumber);
+  auto* rate_opt = app.add_option("--rate", rate, "records per second (0 = unthrottled)")->check(CLI::NonNegativeNumber);
+  auto* seconds_opt = app.add_option("--seconds", seconds, "how long to send")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch, "keys per request")->check(CLI::PositiveNumber);
   app.add_option("--max-in-flight", in_flight, "outstanding requests")->check(CLI::PositiveNumber);
   app.add_option("--latency", latency_ms, "in-process service latency, ms")->check(CLI::NonNegativeNumber);
   app.add_option("--transport", transport, "beast or cpprest")->check(CLI::IsMember({"beast", "cpprest"}));
-  app.add_option("--output", output, "JSON lines output file");
-  CLI11_PARSE(app, argc, argv);
+  auto* output_opt = app.add_option("--output", output, "JSON lines output file");
+  enrichment_kafka::options kafka;
+  enrichment_kafka::add_options(app, kafka);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the error
+    return code == 0 ? 0 : 2;      // bad arguments: 2
+  }
+  if (kafka.active()) {
+    for (auto* opt : {rate_opt, seconds_opt, output_opt})
+      if (opt->count()) {
+        std::cerr << "enrichment: " << opt->get_name() << " is for the generator mode, not Kafka mode\n";
+        return 2;
+      }
+    return enrichment_kafka::run(kafka, {.url = url, .latency = std::chrono::milliseconds{latency_ms},
+                                         .batch_size = batch, .max_in_flight = in_flight,
+                                         .cpprest = transport == "cpprest"});
+  }
 
   std::optional<rill::svc::enrichment_service> svc;
   if (url.empty()) {
@@ -102,7 +126,13 @@ int main(int argc, char** argv) {
     url = svc->url();
   }
   std::ofstream out;
-  if (!output.empty()) out.open(output);
+  if (!output.empty()) {
+    out.open(output);
+    if (!out) {
+      std::cerr << "enrichment: cannot write --output " << output << '\n';
+      return 2;
+    }
+  }
 
   const std::uint64_t total = rate > 0 ? std::uint64_t(rate * seconds) : std::uint64_t(100000 * seconds);
   std::mutex mu;

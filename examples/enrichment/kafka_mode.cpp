@@ -1,0 +1,294 @@
+// kafka_mode.cpp — enrichment from Kafka to Kafka: topic -> enrich (batched REST) -> topic,
+// at-least-once. See kafka_mode.hpp.
+#include "kafka_mode.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <atomic>
+#include <iostream>
+#include <optional>
+#include <regex>
+#include <thread>
+
+#include <rill/connectors/http_transport.hpp>
+#include <rill/connectors/kafka_sink.hpp>
+#include <rill/connectors/kafka_source.hpp>
+#include <rill/operators/enrich.hpp>
+#include <rill/rill.hpp>
+
+#include "enrichment_service.hpp"
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using steady = std::chrono::steady_clock;
+
+namespace enrichment_kafka {
+namespace {
+
+using in_rec = rill::kafka_record<std::string, std::string>;
+
+/// One input message on its way through enrich.
+struct item {
+  std::string key;     ///< the message key ("" = none)
+  std::string lookup;  ///< the message value: "443/tcp", "10.1.2.3", ...
+  std::int32_t partition;
+  std::int64_t offset;
+  steady::time_point consumed;  ///< when the source read it (latency start)
+};
+
+/// The output message, serialised once on the worker.
+struct out_row {
+  std::optional<std::string> key;
+  std::string value;  ///< {"key":..,"enriched":..,"partition":..,"offset":..}
+  steady::time_point consumed;
+};
+
+/// Latency from "read from Kafka" to "delivery report of the output" (µs), log-linear
+/// buckets (16 per power of two: a quantile is exact to 1/16), plus the active span.
+/// Written from the sink's poll thread and the workers; relaxed atomics.
+struct latency_stats {
+  static constexpr std::size_t sub = 16, buckets = sub + 40 * sub;
+  std::array<std::atomic<std::uint64_t>, buckets> counts{};
+  std::atomic<std::uint64_t> n{0};
+  std::atomic<std::int64_t> first_ns{0}, last_ns{0};  ///< steady clock: first read, last delivery
+
+  static std::size_t index(std::uint64_t us) {
+    if (us < sub) return us;
+    const int e = 63 - __builtin_clzll(us);  // >= 4
+    return std::min<std::size_t>(buckets - 1, sub + (e - 4) * sub + ((us >> (e - 4)) & (sub - 1)));
+  }
+  static std::uint64_t upper(std::size_t i) {  // largest µs value of bucket i
+    if (i < sub) return i;
+    const std::size_t e = (i - sub) / sub + 4, s = (i - sub) % sub;
+    return ((sub + s + 1) << (e - 4)) - 1;
+  }
+  void add(steady::duration d) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+    counts[index(std::uint64_t(std::max<std::int64_t>(us, 0)))].fetch_add(1, std::memory_order_relaxed);
+    n.fetch_add(1, std::memory_order_relaxed);
+    const auto now = steady::now().time_since_epoch().count();
+    auto cur = last_ns.load(std::memory_order_relaxed);
+    while (cur < now && !last_ns.compare_exchange_weak(cur, now, std::memory_order_relaxed)) {}
+  }
+  double quantile_ms(double q) const {
+    const auto total = n.load();
+    if (total == 0) return 0;
+    const auto want = std::uint64_t(q * double(total - 1)) + 1;
+    std::uint64_t seen = 0;
+    for (std::size_t i = 0; i < buckets; ++i)
+      if ((seen += counts[i].load(std::memory_order_relaxed)) >= want) return double(upper(i)) / 1000.0;
+    return 0;
+  }
+  double active_s() const {
+    const auto a = first_ns.load(), b = last_ns.load();
+    return a && b > a ? double(b - a) / 1e9 : 0.0;
+  }
+};
+
+/// Wraps a record's ack token: when the kafka_sink releases it at the delivery report
+/// (any thread), the latency is recorded, then the input's own token is released.
+class timed_ack final : public rill::ack_token {
+ public:
+  timed_ack(std::shared_ptr<rill::ack_token> inner, steady::time_point t0, std::shared_ptr<latency_stats> st)
+      : inner_(std::move(inner)), t0_(t0), st_(std::move(st)) {}
+  ~timed_ack() override {
+    if (!failed_.load(std::memory_order_relaxed)) st_->add(steady::now() - t0_);
+  }
+  void fail() noexcept override {
+    failed_.store(true, std::memory_order_relaxed);
+    if (inner_) inner_->fail();
+  }
+
+ private:
+  std::shared_ptr<rill::ack_token> inner_;
+  steady::time_point t0_;
+  std::shared_ptr<latency_stats> st_;
+  std::atomic<bool> failed_{false};
+};
+
+/// rill::sink_of<out_row>: the kafka_sink, with the latency-recording ack around each record.
+struct timed_sink {
+  std::shared_ptr<rill::kafka_sink<out_row>> kafka;
+  std::shared_ptr<latency_stats> lat;
+  void write(std::size_t w, rill::record<out_row>&& r) {
+    r.ack = std::make_shared<timed_ack>(std::move(r.ack), r.value.consumed, lat);
+    kafka->write(w, std::move(r));
+  }
+  void progress(std::size_t w, rill::event_time t) { kafka->progress(w, t); }
+  void end(std::size_t w) { kafka->end(w); }
+};
+
+std::chrono::milliseconds parse_idle(const std::string& text) {
+  static const std::regex re(R"(^\s*(\d+)\s*(ms|s)?\s*$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, re) || m[1].length() > 9)
+    throw CLI::ValidationError("--idle-exit", "expected e.g. 3s or 500ms, got \"" + text + "\"");
+  const long long n = std::stoll(m[1].str());
+  return m[2].matched && m[2].str() == "ms" ? std::chrono::milliseconds{n} : std::chrono::seconds{n};
+}
+
+/// POSTs an empty batch once, so that a wrong --url fails at start with a clear message
+/// instead of sending every record to the error path. Blocks up to 5 s. "" = it answered.
+std::string check_service(const std::string& url) {
+  boost::asio::io_context ioc;
+  auto t = rill::make_beast_transport(ioc, {.endpoint = rill::http_endpoint::parse(url), .max_connections = 1});
+  std::string problem = "no answer";
+  t->post("[]", 5s, [&](rill::http_result&& r) {
+    if (r.ec) problem = r.ec.message() + " (" + r.detail + ")";
+    else if (r.status < 200 || r.status > 299) problem = "HTTP " + std::to_string(r.status);
+    else if (auto v = json::parse(r.body, nullptr, false); v.is_discarded() || !v.is_array())
+      problem = "the answer to [] is not a JSON array";
+    else problem.clear();
+  });
+  ioc.run();
+  return problem;
+}
+
+int pipeline(const options& o, const enrich_settings& e, const std::string& url, bool in_process) {
+  const auto idle = parse_idle(o.idle_exit);
+  rill::kafka_source<> src{{.brokers = o.brokers, .group = o.group, .topics = {o.from},
+                            .commit_interval = 1s,
+                            // a SIGKILLed instance's partitions move to a new one after 10 s, not 45 s
+                            .config = {{"session.timeout.ms", "10000"}}}};
+  auto sst = src.stats();
+  auto lat = std::make_shared<latency_stats>();
+  auto kafka = std::make_shared<rill::kafka_sink<out_row>>(
+      rill::kafka_sink_options{.brokers = o.brokers, .topic = o.to},
+      [](const out_row& r) { return rill::kafka_message_out{r.key, r.value}; });
+  auto m = std::make_shared<rill::enrich_metrics>();
+  std::atomic<std::uint64_t> failed{0};
+
+  auto items = rill::from(std::move(src)).map([lat](in_rec&& r) {
+    const auto now = steady::now();
+    std::int64_t zero = 0;
+    lat->first_ns.compare_exchange_strong(zero, now.time_since_epoch().count(), std::memory_order_relaxed);
+    return item{std::move(r.key), std::move(r.value), r.partition, r.offset, now};
+  });
+  auto job = rill::enrich(
+                 std::move(items),
+                 {.url = url, .batch_size = e.batch_size, .linger = 5ms, .max_in_flight = e.max_in_flight,
+                  .timeout = 5s, .retries = 2,
+                  .transport = e.cpprest ? rill::http_transport_kind::cpprest : rill::http_transport_kind::beast,
+                  .metrics = m},
+                 [](const item& it) { return it.lookup; },
+                 [](item&& it, json&& v) {
+                   const json j = {{"key", it.lookup}, {"enriched", std::move(v)},
+                                   {"partition", it.partition}, {"offset", it.offset}};
+                   return out_row{it.key.empty() ? std::nullopt : std::optional{std::move(it.key)}, j.dump(),
+                                  it.consumed};
+                 },
+                 // failed for good: not committed past in this run, read again after a restart
+                 [&failed](rill::record<item>&& r, const rill::enrich_error& err) {
+                   if (r.ack) r.ack->fail();
+                   if (failed.fetch_add(1) == 0)
+                     std::cerr << "enrichment: " << r.value.lookup << " (partition " << r.value.partition
+                               << " offset " << r.value.offset << "): " << err.reason << '\n';
+                 })
+                 .sink(std::make_shared<timed_sink>(timed_sink{kafka, lat}), "kafka_sink");
+
+  rill::runtime rt{{.workers = o.workers, .handle_signals = true}};
+  // --progress, --idle-exit: one watcher thread, 20 ms steps.
+  std::atomic<bool> running{true};
+  std::thread watcher([&] {
+    std::uint64_t last = 0, last_delivered = 0;
+    auto since = steady::now(), tick = since;
+    bool stop_sent = false;
+    while (running.load()) {
+      std::this_thread::sleep_for(20ms);
+      const auto now = steady::now();
+      const auto c = sst->consumed.load();
+      if (o.progress && now - tick >= 1s) {
+        const auto d = kafka->stats().delivered.load();
+        std::cerr << "enrichment: progress consumed=" << c << " enriched=" << m->enriched.load()
+                  << " delivered=" << d << " in_flight=" << m->in_flight.load()
+                  << " undelivered=" << kafka->undelivered() << " failed=" << failed.load()
+                  << " commits=" << sst->commits.load() << " records_per_s="
+                  << std::uint64_t(double(d - last_delivered) / std::chrono::duration<double>(now - tick).count())
+                  << std::endl;
+        last_delivered = d;
+        tick = now;
+      }
+      if (c != last) {
+        last = c;
+        since = now;
+      } else if (idle.count() > 0 && !stop_sent && now - since >= (c > 0 ? idle : 10 * idle)) {
+        rt.request_stop();  // graceful: outstanding batches finish, deliveries, final commit
+        stop_sent = true;
+      }
+    }
+  });
+  rill::run_report rep;
+  try {
+    rep = rt.run(job);
+  } catch (...) {
+    running = false;
+    watcher.join();
+    throw;
+  }
+  running = false;
+  watcher.join();
+
+  const double active = lat->active_s();
+  const auto delivered = kafka->stats().delivered.load();
+  json summary = {{"consumed", sst->consumed.load()}, {"enriched", m->enriched.load()},
+                  {"delivered", delivered}, {"enrich_failed", failed.load()},
+                  {"delivery_failed", kafka->stats().failed.load()}, {"undelivered", kafka->undelivered()},
+                  {"commits", sst->commits.load()}, {"held", sst->held.load()},
+                  {"active_s", active}, {"records_per_s", active > 0 ? double(delivered) / active : 0.0},
+                  {"latency_ms_p50", lat->quantile_ms(0.5)}, {"latency_ms_p99", lat->quantile_ms(0.99)},
+                  {"requests", m->requests.load()}, {"retries", m->retries.load()},
+                  {"request_ms_p50", double(m->latency_quantile_us(0.5)) / 1000.0},
+                  {"request_ms_p99", double(m->latency_quantile_us(0.99)) / 1000.0},
+                  {"batch_size", e.batch_size}, {"max_in_flight", e.max_in_flight},
+                  {"transport", e.cpprest ? "cpprest" : "beast"}, {"workers", o.workers},
+                  {"service_in_process", in_process}, {"elapsed_s", rep.elapsed_s}, {"errors", rep.errors}};
+  std::cout << summary.dump() << std::endl;
+  for (const auto& err : kafka->errors()) std::cerr << "enrichment: " << err << '\n';
+  const bool ok = rep.errors.empty() && kafka->errors().empty() && kafka->undelivered() == 0 && failed == 0;
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+void add_options(CLI::App& app, options& o) {
+  app.add_option("--brokers", o.brokers, "Kafka mode: bootstrap servers HOST:PORT");
+  app.add_option("--from", o.from, "Kafka mode: input topic; message value = lookup key (\"443/tcp\", \"10.1.2.3\")");
+  app.add_option("--to", o.to, "Kafka mode: output topic; value {\"key\",\"enriched\",\"partition\",\"offset\"}");
+  app.add_option("--group", o.group, "Kafka mode: consumer group (default enrichment)");
+  app.add_option("--idle-exit", o.idle_exit, "Kafka mode: stop after this long without input, e.g. 3s (0 = until SIGTERM)");
+  app.add_option("--workers", o.workers, "Kafka mode: consumers in this process (default 1)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{64}));
+  app.add_flag("--progress", o.progress, "Kafka mode: a progress line on stderr every second");
+}
+
+int run(const options& o, const enrich_settings& e) {
+  if (o.brokers.empty() || o.from.empty() || o.to.empty()) {
+    std::cerr << "enrichment: Kafka mode needs --brokers HOST:PORT, --from TOPIC and --to TOPIC\n";
+    return 2;
+  }
+  if (o.group.empty()) {
+    std::cerr << "enrichment: --group must not be empty\n";
+    return 2;
+  }
+  try {
+    parse_idle(o.idle_exit);
+    std::optional<rill::svc::enrichment_service> svc;
+    std::string url = e.url;
+    if (url.empty()) {
+      svc.emplace(rill::svc::service_options{.latency = e.latency});
+      svc->start();
+      url = svc->url();
+    }
+    if (const auto problem = check_service(url); !problem.empty()) {
+      std::cerr << "enrichment: enrichment service " << url << ": " << problem << '\n';
+      return 2;
+    }
+    return pipeline(o, e, url, svc.has_value());
+  } catch (const std::exception& ex) {  // bad --url or --idle-exit, broker unreachable
+    std::cerr << "enrichment: " << ex.what() << '\n';
+    return 2;
+  }
+}
+
+}  // namespace enrichment_kafka

@@ -1,0 +1,59 @@
+// kafka_mode.hpp — the enrichment example's Kafka mode (issue 5), kept apart from the
+// generator mode in enrichment.cpp:
+//
+//   enrichment --brokers HOST:PORT --from TOPIC --to TOPIC [--group G] [--idle-exit 3s]
+//              [--url URL | --latency MS] [--batch-size N] [--max-in-flight N] [--progress]
+//
+//   kafka_source(--from, group --group) -> enrich(value -> IANA name / address class)
+//     -> kafka_sink(--to)
+//
+// Input message: value = the lookup key as text, "PORT/PROTO" ("443/tcp") or an IPv4/IPv6
+// address ("10.1.2.3"); the message key is carried over. Output message: same key (none
+// when the input key is empty), timestamp = the input's, value = one JSON object
+//   {"key":"443/tcp","enriched":"https","partition":2,"offset":17}
+// where "enriched" is the service's answer (null when unknown) and partition/offset name
+// the input message (at-least-once: a consumer of --to drops duplicates by them).
+//
+// At-least-once (DESIGN.md "Kafka"): an input offset is committed only after the delivery
+// report of its enriched record (the record's ack token travels through enrich to the
+// sink). A batch that still fails after its retries is counted, its records are marked
+// failed (ack->fail()): their partition is not committed past them in this run, they are
+// read again after a restart, and the exit status is 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace enrichment_kafka {
+
+struct options {
+  std::string brokers, from, to, group = "enrichment";
+  /// stop after this long without input (10x that before the first record; "0" = run
+  /// until SIGTERM/SIGINT). "3s", "500ms".
+  std::string idle_exit = "0";
+  std::size_t workers = 1;  ///< consumers (one per worker) in this process
+  bool progress = false;    ///< a progress line on stderr every second
+  bool active() const { return !brokers.empty() || !from.empty() || !to.empty(); }
+};
+
+/// What enrich gets from the generator mode's options (enrichment.cpp).
+struct enrich_settings {
+  std::string url;  ///< "" = start the enrichment service in-process on 127.0.0.1
+  std::chrono::milliseconds latency{100};  ///< the in-process service's artificial latency
+  std::size_t batch_size = 200, max_in_flight = 4;
+  bool cpprest = false;  ///< transport: cpprestsdk instead of Boost.Beast
+};
+
+/// Adds --brokers, --from, --to, --group, --idle-exit, --workers, --progress to `app`.
+void add_options(CLI::App& app, options& o);
+
+/// Runs topic -> enrich -> topic until SIGTERM/SIGINT or --idle-exit; prints the summary
+/// (one JSON object) on stdout. Blocks. Returns the exit status: 0 everything consumed
+/// was enriched, delivered and committed; 1 an enrichment or a delivery failed for good,
+/// or records were left undelivered; 2 bad arguments, an unreachable broker or service URL.
+int run(const options& o, const enrich_settings& e);
+
+}  // namespace enrichment_kafka

@@ -1,0 +1,288 @@
+// The enrichment example in Kafka mode on a real broker (examples/enrichment/kafka_mode.cpp):
+//
+//   topic IN (4 partitions; key "k<i>", value = lookup key)
+//     -> enrichment --brokers B --from IN --to OUT --group G   (enrich over REST, batched)
+//     -> topic OUT (key "k<i>", value {"key","enriched","partition","offset"})
+//
+// The crash test runs the example binary itself (not a kafka_pipe mode): what is killed and
+// restarted is the program users run, with its own option parsing, pre-flight check and
+// SIGTERM path. Its service runs here, in the test process, with 200 ms of artificial
+// latency, so that enrich requests are surely outstanding at the SIGKILL: the service's
+// own count of requests received and not yet answered is read just before the kill, and
+// the example's --progress line reports its in-flight batches too.
+//
+// Expected values do not come from the service: a "PORT/PROTO" key's name comes from
+// getservbyport(3) (glibc's reader of /etc/services, the netbase copy of the IANA
+// registry); an address key's class from the table below, written from the RFCs.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netdb.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "enrichment_service.hpp"
+#include "kafka_env.hpp"
+
+extern char** environ;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+struct known {
+  std::string lookup;
+  json expected;
+};
+
+/// The data set: lookup key -> its enrichment, from independent sources (see the banner).
+std::vector<known> data_set() {
+  std::vector<known> d;
+  const std::vector<std::pair<int, const char*>> ports = {
+      {22, "tcp"}, {25, "tcp"}, {53, "udp"}, {80, "tcp"}, {123, "udp"}, {443, "tcp"}, {5432, "tcp"}, {9, "udp"},
+      {47999, "tcp"}};  // 47999/tcp: unassigned in /etc/services -> null
+  for (const auto& [port, proto] : ports) {
+    const servent* s = ::getservbyport(htons(std::uint16_t(port)), proto);
+    d.push_back({std::to_string(port) + "/" + proto, s ? json(s->s_name) : json(nullptr)});
+  }
+  const std::vector<std::pair<const char*, const char*>> addresses = {
+      {"10.1.2.3", "private"},          // RFC 1918
+      {"172.16.5.4", "private"},        // RFC 1918
+      {"192.168.1.1", "private"},       // RFC 1918
+      {"127.0.0.1", "loopback"},        // RFC 1122 §3.2.1.3
+      {"169.254.7.7", "link-local"},    // RFC 3927
+      {"100.64.1.2", "shared"},         // RFC 6598
+      {"192.0.2.7", "documentation"},   // RFC 5737
+      {"198.51.100.1", "documentation"},// RFC 5737
+      {"198.18.0.1", "benchmarking"},   // RFC 2544
+      {"224.0.0.251", "multicast"},     // RFC 5771
+      {"8.8.8.8", "global"},            // not in any special-purpose block
+      {"2001:db8::1", "documentation"}, // RFC 3849
+      {"fe80::1", "link-local"},        // RFC 4291
+      {"::1", "loopback"},              // RFC 4291
+      {"fd00::1", "private"},           // RFC 4193 (unique local)
+      {"ff02::1", "multicast"},         // RFC 4291 §2.7
+      {"2606:4700::1111", "global"},
+  };
+  for (const auto& [a, c] : addresses) d.push_back({a, c});
+  d.push_back({"not-a-key", nullptr});
+  return d;
+}
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+/// The last JSON object line of a file (the example's summary), or null.
+json last_json(const std::string& path) {
+  std::ifstream f(path);
+  json j;
+  for (std::string l; std::getline(f, l);)
+    if (!l.empty() && l[0] == '{') j = json::parse(l, nullptr, false);
+  return j;
+}
+
+/// Sum of the high watermarks of partitions 0..n-1.
+long long end_offsets(const std::string& topic, int n) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", kt::brokers(), err);
+  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), err));
+  long long sum = 0;
+  for (int i = 0; i < n; ++i) {
+    int64_t lo = 0, hi = 0;
+    if (p->query_watermark_offsets(topic, i, &lo, &hi, 5000) == RdKafka::ERR_NO_ERROR) sum += hi;
+  }
+  return sum;
+}
+
+/// Produces n records "k<i>" -> data[i % size].lookup (by key over 4 partitions) and reads
+/// them back with an independent consumer: key -> (partition, offset).
+std::map<std::string, std::pair<int, long long>> produce_input(const std::string& in, int n,
+                                                                const std::vector<known>& data) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  for (int i = 0; i < n; ++i) kv.emplace_back("k" + std::to_string(i), data[i % data.size()].lookup);
+  kt::produce(in, kv);
+  std::map<std::string, std::pair<int, long long>> where;
+  for (const auto& m : kt::consume_all(in, 4, std::size_t(n), 5000))
+    if (m.key) where[*m.key] = {m.partition, m.offset};
+  return where;
+}
+
+/// Checks every output message against the data set and the input's position; returns
+/// {lost, duplicates}.
+std::pair<int, int> tally(const std::vector<kt::msg>& got, int n, const std::vector<known>& data,
+                          const std::map<std::string, std::pair<int, long long>>& where) {
+  std::vector<int> seen(n, 0);
+  for (const auto& m : got) {
+    EXPECT_TRUE(m.key);
+    if (!m.key || m.key->rfind("k", 0) != 0) continue;
+    const int i = std::stoi(m.key->substr(1));
+    const auto& k = data[i % data.size()];
+    const auto& [p, o] = where.at(*m.key);
+    const json want = {{"key", k.lookup}, {"enriched", k.expected}, {"partition", p}, {"offset", o}};
+    EXPECT_EQ(json::parse(m.value, nullptr, false), want) << *m.key << " -> " << m.value;
+    EXPECT_EQ(m.partition, kt::java_partition(*m.key, 4)) << *m.key;  // keyed like the Java client
+    ++seen[i];
+  }
+  int lost = 0, dup = 0;
+  for (int c : seen) {
+    lost += c == 0;
+    dup += c > 1 ? c - 1 : 0;
+  }
+  return {lost, dup};
+}
+
+std::vector<long long> per_partition(const std::map<std::string, std::pair<int, long long>>& where) {
+  std::vector<long long> per(4, 0);
+  for (const auto& [k, po] : where) ++per[po.first];
+  return per;
+}
+
+}  // namespace
+
+TEST(EnrichmentKafka, DataSetIsIndependentAndNotDegenerate) {
+  const auto d = data_set();
+  std::map<std::string, json> m;
+  for (const auto& k : d) m[k.lookup] = k.expected;
+  // the well-known names must have come out of getservbyport, or the test checks nothing
+  EXPECT_EQ(m["22/tcp"], "ssh");
+  EXPECT_EQ(m["443/tcp"], "https");
+  EXPECT_EQ(m["53/udp"], "domain");
+  EXPECT_TRUE(m["47999/tcp"].is_null());
+}
+
+// 600 records through the example with its in-process service: every record once, with
+// the expected enrichment and its input's partition/offset, on the Java client's
+// partition for its key; the input committed to its end; the summary counts them.
+TEST(EnrichmentKafka, KafkaModeOutputEqualsKnownEnrichment) {
+  RILL_NEED_BROKER();
+  const auto in = kt::unique("enr-in"), out = kt::unique("enr-out"), group = kt::unique("enr-g");
+  kt::create_topic(in, 4);
+  kt::create_topic(out, 4);
+  constexpr int n = 600;
+  const auto data = data_set();
+  const auto where = produce_input(in, n, data);
+  ASSERT_EQ(where.size(), std::size_t(n));
+  const std::string dir = RILL_TEST_BINARY_DIR, log = dir + "/enr_kafka.log", sum = dir + "/enr_kafka.json";
+  const pid_t pid = spawn({ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out, "--group",
+                           group, "--idle-exit", "3s", "--latency", "20", "--batch-size", "50"},
+                          sum, log);
+  ASSERT_GT(pid, 0);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << slurp(log);
+  ASSERT_EQ(WEXITSTATUS(st), 0) << slurp(log);
+
+  const auto got = kt::consume_all(out, 4, std::size_t(n) + 1, 3000);
+  const auto [lost, dup] = tally(got, n, data, where);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(dup, 0);  // one consumer, no crash, no rebalance: exactly once here
+  EXPECT_EQ(got.size(), std::size_t(n));
+  EXPECT_EQ(kt::committed(group, in, 4), per_partition(where));
+
+  const json s = last_json(sum);
+  ASSERT_TRUE(s.is_object()) << slurp(sum);
+  EXPECT_EQ(s["consumed"], n);
+  EXPECT_EQ(s["delivered"], n);
+  EXPECT_EQ(s["enrich_failed"], 0);
+  EXPECT_EQ(s["undelivered"], 0);
+  EXPECT_EQ(s["service_in_process"], true);
+  EXPECT_GT(s["records_per_s"].get<double>(), 0);
+  EXPECT_GE(s["latency_ms_p50"].get<double>(), 20);  // at least the service's latency
+  EXPECT_GE(s["latency_ms_p99"].get<double>(), s["latency_ms_p50"].get<double>());
+  std::cerr << "enrichment kafka: " << s.dump() << "\n";
+}
+
+// SIGKILL with enrich requests outstanding, restart, SIGTERM: 8,000 records; the service
+// (here) answers after 200 ms, batches of 50, 4 in flight: ~1,000 records/s, so the kill
+// after 1,500 output records lands mid-run with 4 requests waiting at the service.
+TEST(EnrichmentKafka, SigkillWithEnrichRequestsInFlightThenRestartLosesNothing) {
+  RILL_NEED_BROKER();
+  const auto in = kt::unique("enrc-in"), out = kt::unique("enrc-out"), group = kt::unique("enrc-g");
+  kt::create_topic(in, 4);
+  kt::create_topic(out, 4);
+  constexpr int n = 8000;
+  const auto data = data_set();
+  const auto where = produce_input(in, n, data);
+  ASSERT_EQ(where.size(), std::size_t(n));
+  const auto per = per_partition(where);
+
+  rill::svc::enrichment_service svc{{.latency = 200ms}};
+  svc.start();
+  const std::string dir = RILL_TEST_BINARY_DIR;
+  const std::vector<std::string> cmd{ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out,
+                                     "--group", group, "--url", svc.url(), "--batch-size", "50",
+                                     "--max-in-flight", "4", "--progress"};
+  const pid_t a = spawn(cmd, dir + "/enrc_a.json", dir + "/enrc_a.log");
+  ASSERT_GT(a, 0);
+  // mid-run, and requests outstanding at the service right now
+  std::uint64_t outstanding = 0;
+  const bool ready = kt::wait_for(
+      [&] { return end_offsets(out, 4) >= 1500 && (outstanding = svc.stats().concurrency) > 0; }, 120s);
+  ASSERT_EQ(::kill(a, SIGKILL), 0);
+  int st = 0;
+  ::waitpid(a, &st, 0);
+  ASSERT_TRUE(ready) << slurp(dir + "/enrc_a.log");
+  EXPECT_TRUE(WIFSIGNALED(st));
+  EXPECT_GT(outstanding, 0u) << "no enrich request outstanding at the kill";
+  // the process's own last report before the kill: its in-flight batches
+  static const std::regex progress(R"(progress consumed=(\d+) .* in_flight=(\d+) )");
+  const std::string log_a = slurp(dir + "/enrc_a.log");
+  long long reported_in_flight = -1, reported_consumed = -1;
+  for (std::sregex_iterator it(log_a.begin(), log_a.end(), progress), end; it != end; ++it) {
+    reported_consumed = std::stoll((*it)[1]);
+    reported_in_flight = std::stoll((*it)[2]);
+  }
+  EXPECT_GT(reported_in_flight, 0) << log_a;
+  const auto at_kill = end_offsets(out, 4);
+  EXPECT_LT(at_kill, n) << "killed too late to be mid-run";
+
+  const pid_t b = spawn(cmd, dir + "/enrc_b.json", dir + "/enrc_b.log");
+  ASSERT_GT(b, 0);
+  // done when the committed offsets reach the input ends (everything enriched and delivered)
+  EXPECT_TRUE(kt::wait_for([&] { return kt::committed(group, in, 4) == per; }, 180s))
+      << "committed " << ::testing::PrintToString(kt::committed(group, in, 4)) << "\n"
+      << slurp(dir + "/enrc_b.log");
+  EXPECT_EQ(::kill(b, SIGTERM), 0);
+  ::waitpid(b, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << slurp(dir + "/enrc_b.log");
+  EXPECT_EQ(WEXITSTATUS(st), 0) << slurp(dir + "/enrc_b.log");
+  EXPECT_EQ(kt::committed(group, in, 4), per);
+  const json s = last_json(dir + "/enrc_b.json");
+  ASSERT_TRUE(s.is_object()) << slurp(dir + "/enrc_b.log");
+  EXPECT_EQ(s["enrich_failed"], 0);
+  EXPECT_EQ(s["undelivered"], 0);
+
+  const auto got = kt::consume_all(out, 4, std::size_t(-1), 3000);
+  const auto [lost, dup] = tally(got, n, data, where);
+  std::cerr << "enrichment crash: outstanding at the service at kill " << outstanding
+            << ", reported in flight " << reported_in_flight << " (consumed " << reported_consumed
+            << "), output at kill " << at_kill << ", output " << got.size() << ", duplicates " << dup
+            << ", lost " << lost << ", service saw " << svc.stats().keys << " keys\n";
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(got.size(), std::size_t(n + dup));
+  svc.stop();
+}
