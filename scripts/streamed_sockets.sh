@@ -47,6 +47,10 @@ status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 trap - EXIT
 cat "$work"/generator.log "$work"/indexer.log "$work"/forwarder.log "$work"/processor.log "$work"/terminator.log
+# CPU of the five processes (bash `times`: children's user and system time), before the MD5.
+times >"$work/times"  # no pipe: a subshell would report its own (zero) children
+tail -1 "$work/times" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/);
+  printf "cpu: user %.2f s, sys %.2f s (all five processes)\n", u[1] * 60 + u[2], s[1] * 60 + s[2] }'
 if [ $disk = 1 ]; then
   a=$(cat "$work"/indexer/*.seg | md5sum | cut -d' ' -f1)
   b=$(cat "$work"/forwarder/*.seg | md5sum | cut -d' ' -f1)

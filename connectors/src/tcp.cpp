@@ -7,6 +7,7 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <optional>
 
@@ -405,9 +406,15 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
   tcp_source_options o;
   std::shared_ptr<tcp_receiver_stats> st;
   std::shared_ptr<detail::tcp_connector> conn;
-  frame_decoder dec;
+  frame_decoder dec;  // length-prefixed framing, and fixed records larger than read_bytes
   std::optional<tcp::socket> sock;
   std::uint64_t gen = 0;
+  // Fixed framing with record size <= read_bytes (`whole`): no decoder. Reads land at
+  // buf + carry, behind the `carry` bytes of an incomplete record kept at buf[0], so the
+  // whole records of a read are always contiguous: delivered as one span (on_batch) or a
+  // span per record (on_records), never copied.
+  bool whole = false, delivering = false;
+  std::size_t carry = 0;
   std::vector<std::byte> buf;
   std::vector<std::span<const std::byte>> recs;
   std::array<std::byte, tcp_hello::size> hello_buf{};
@@ -415,6 +422,7 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
   bool have_base = false, paused = false, reading = false, stopped = false, started = false;
   std::uint64_t expected = 0, skip = 0;
   records_fn records_cb;
+  batch_fn batch_cb;
   gap_fn gap_cb;
   error_fn error_cb;
   std::function<void()> eof_cb;
@@ -426,7 +434,8 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
         dec(o.framing) {
     o.framing.validate(o.name);
     if (o.read_bytes < 64) o.read_bytes = 64;
-    buf.resize(o.read_bytes);
+    whole = o.framing.k == framing::kind::fixed && o.framing.size <= o.read_bytes;
+    buf.resize(o.read_bytes + (whole ? o.framing.size : 0));
     conn = std::make_shared<detail::tcp_connector>(io, o.endpoint, o.backoff);
   }
 
@@ -445,16 +454,19 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
     bump(st->connections);
     hello_have = 0;
     dec.reset();
+    carry = 0;
     if (!o.handshake && !have_base) have_base = true;
     reading = false;
     if (!paused) start_read();
   }
 
+  std::size_t partial_bytes() const noexcept { return whole ? carry : dec.partial_bytes(); }
+
   void start_read() {
-    if (!sock || reading || stopped) return;
+    if (!sock || reading || stopped || delivering) return;
     reading = true;
     sock->async_read_some(
-        asio::buffer(buf),
+        asio::buffer(buf.data() + carry, o.read_bytes),
         [self = shared_from_this(), g = gen](const boost::system::error_code& ec, std::size_t n) {
           if (self->stopped || g != self->gen) return;
           self->reading = false;
@@ -464,39 +476,83 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
             return;
           }
           bump(self->st->bytes, n);
-          if (!self->consume(std::span<const std::byte>(self->buf.data(), n))) return;
+          if (!(self->whole ? self->consume_whole(n)
+                            : self->consume(std::span<const std::byte>(self->buf.data(), n))))
+            return;
           if (!self->paused) self->start_read();
         });
   }
 
-  /// False when the connection was dropped (bad input).
-  bool consume(std::span<const std::byte> in) {
-    if (o.handshake && hello_have < tcp_hello::size) {
-      const auto take = std::min(in.size(), tcp_hello::size - hello_have);
-      std::copy_n(in.begin(), take, hello_buf.begin() + hello_have);
-      hello_have += take;
-      in = in.subspan(take);
-      if (hello_have < tcp_hello::size) return true;
-      tcp_hello h;
-      if (!tcp_hello::decode(std::span<const std::byte, tcp_hello::size>(hello_buf), h)) {
-        report(make_error_code(framing_errc::bad_hello),
-               where() + ": connection does not start with a rill hello (byte offset 0): dropped");
-        drop();
-        conn->reconnect();
-        return false;
-      }
-      if (!have_base) {
-        have_base = true;
-        expected = h.first_seq;
-      } else if (h.first_seq > expected) {
-        bump(st->gaps);
-        bump(st->records_missing, h.first_seq - expected);
-        if (gap_cb) gap_cb(expected, h.first_seq);
-        expected = h.first_seq;
-      } else {
-        skip = expected - h.first_seq;
-      }
+  /// Takes the hello's bytes off the front of `in`. False when the connection was dropped
+  /// (not a rill hello).
+  bool take_hello(std::span<const std::byte>& in) {
+    if (!o.handshake || hello_have >= tcp_hello::size) return true;
+    const auto take = std::min(in.size(), tcp_hello::size - hello_have);
+    std::copy_n(in.begin(), take, hello_buf.begin() + hello_have);
+    hello_have += take;
+    in = in.subspan(take);
+    if (hello_have < tcp_hello::size) return true;
+    tcp_hello h;
+    if (!tcp_hello::decode(std::span<const std::byte, tcp_hello::size>(hello_buf), h)) {
+      report(make_error_code(framing_errc::bad_hello),
+             where() + ": connection does not start with a rill hello (byte offset 0): dropped");
+      drop();
+      conn->reconnect();
+      return false;
     }
+    if (!have_base) {
+      have_base = true;
+      expected = h.first_seq;
+    } else if (h.first_seq > expected) {
+      bump(st->gaps);
+      bump(st->records_missing, h.first_seq - expected);
+      if (gap_cb) gap_cb(expected, h.first_seq);
+      expected = h.first_seq;
+    } else {
+      skip = expected - h.first_seq;
+    }
+    return true;
+  }
+
+  /// Fixed framing, `n` new bytes at buf + carry. False when the connection was dropped.
+  bool consume_whole(std::size_t n) {
+    std::span<const std::byte> in(buf.data() + carry, n);
+    if (!take_hello(in)) return false;
+    if (carry) in = std::span<const std::byte>(buf.data(), carry + in.size());
+    const std::size_t rs = o.framing.size, count = in.size() / rs;
+    const std::size_t skipped = std::min<std::uint64_t>(skip, count);
+    if (skipped) {
+      skip -= skipped;
+      bump(st->duplicates_skipped, skipped);  // already delivered before the break
+    }
+    const auto recs_wire = in.subspan(skipped * rs, (count - skipped) * rs);
+    bool more = true;
+    if (!recs_wire.empty()) {
+      const std::uint64_t first = expected;
+      expected = first + recs_wire.size() / rs;
+      bump(st->records, recs_wire.size() / rs);
+      delivering = true;  // a resume() from the callback must not read over the tail yet
+      if (batch_cb) {
+        more = batch_cb(first, recs_wire, recs_wire.size() / rs);
+      } else if (records_cb) {
+        recs.clear();
+        for (std::size_t off = 0; off < recs_wire.size(); off += rs)
+          recs.push_back(recs_wire.subspan(off, rs));
+        more = records_cb(first, recs);
+      }
+      delivering = false;
+    }
+    if (!sock) return false;  // stop() (or a drop) from the callback
+    const auto tail = in.subspan(count * rs);
+    std::memmove(buf.data(), tail.data(), tail.size());
+    carry = tail.size();
+    if (!more) paused = true;
+    return true;
+  }
+
+  /// Decoder path. False when the connection was dropped (bad input).
+  bool consume(std::span<const std::byte> in) {
+    if (!take_hello(in)) return false;
     recs.clear();
     std::uint64_t first = expected;
     const auto ec = dec.feed(in, [&](std::span<const std::byte> r) {
@@ -534,14 +590,14 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
     sock.reset();
     ++gen;
     reading = false;
-    const auto partial = dec.reset();
+    const auto partial = whole ? std::exchange(carry, 0) : dec.reset();
     if (partial) bump(st->partial_bytes_discarded, partial);
   }
 
   void end_connection(const boost::system::error_code& bec, const std::string& why) {
     const bool mid =
-        dec.partial_bytes() > 0 || (o.handshake && hello_have > 0 && hello_have < tcp_hello::size);
-    const auto partial = dec.partial_bytes();
+        partial_bytes() > 0 || (o.handshake && hello_have > 0 && hello_have < tcp_hello::size);
+    const auto partial = partial_bytes();
     const bool clean = bec == asio::error::eof && !mid;
     drop();
     if (mid) {
@@ -564,6 +620,13 @@ tcp_receiver::tcp_receiver(asio::io_context& io, tcp_source_options opts,
     : p_(std::make_shared<impl>(io, std::move(opts), std::move(stats))) {}
 tcp_receiver::~tcp_receiver() { stop(); }
 void tcp_receiver::on_records(records_fn f) { p_->records_cb = std::move(f); }
+void tcp_receiver::on_batch(batch_fn f) {
+  if (!p_->whole)
+    throw config_error(
+        p_->o.name + ".on_batch",
+        p_->o.name + ".on_batch needs fixed framing with a record size <= read_bytes");
+  p_->batch_cb = std::move(f);
+}
 void tcp_receiver::on_gap(gap_fn f) { p_->gap_cb = std::move(f); }
 void tcp_receiver::on_error(error_fn f) { p_->error_cb = std::move(f); }
 void tcp_receiver::on_eof(std::function<void()> f) { p_->eof_cb = std::move(f); }

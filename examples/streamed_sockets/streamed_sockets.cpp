@@ -215,29 +215,37 @@ int relay(const config& c) {
                  (unsigned long long)b);
   });
   std::vector<std::byte> batch;
+  // Backpressure: a full target pauses the receiver; a TCP sink's on_writable resumes it.
+  // The disk has no callback (its thread drains it): a 1 ms timer looks again meanwhile.
+  bool paused = false;
   asio::steady_timer retry{io};
   std::function<void()> wait_ready = [&] {
-    retry.expires_after(100us);
+    if (!paused) return;
+    if (out.ready()) {
+      paused = false;
+      retry.cancel();
+      in.resume();
+      return;
+    }
+    retry.expires_after(1ms);
     retry.async_wait([&](auto ec) {
-      if (ec) return;
-      if (out.ready())
-        in.resume();
-      else
-        wait_ready();
+      if (!ec) wait_ready();
     });
   };
-  in.on_records([&](std::uint64_t first, std::span<const std::span<const std::byte>> recs) {
-    batch.resize(recs.size() * blob);
-    std::byte* p = batch.data();
-    for (auto r : recs) {
-      std::memcpy(p, r.data(), blob);
-      if (stamp) put64(p, first);
-      if (answer && p[8] == std::byte{1}) reply->write(std::span<const std::byte>(p, blob));
-      ++first;
-      p += blob;
+  for (auto& s : sinks) s->on_writable([&] { wait_ready(); });
+  // One call per read: n records back to back in `wire` (the receiver's buffer).
+  in.on_batch([&](std::uint64_t first, std::span<const std::byte> wire, std::size_t n) {
+    if (stamp) {  // the indexer writes the index into bytes 0..7: a copy it may change
+      batch.assign(wire.begin(), wire.end());
+      for (std::size_t i = 0; i < n; ++i) put64(batch.data() + i * blob, first + i);
+      wire = batch;
     }
-    if (out.write(batch, recs.size())) return true;
-    wait_ready();
+    if (answer)
+      for (std::size_t off = 0; off < wire.size(); off += blob)
+        if (wire[off + 8] == std::byte{1}) reply->write(wire.subspan(off, blob));
+    if (out.write(wire, n)) return true;
+    paused = true;  // the receiver pauses when this returns; resume after it returned
+    asio::post(io, [&] { wait_ready(); });
     return false;
   });
   std::size_t open = sinks.size() + (reply ? 1 : 0);
@@ -281,11 +289,11 @@ int terminator(const config& c) {
     auto& in = ins[i];
     in.rx = std::make_unique<rill::tcp_receiver>(
         io, source_opts(i == 0 ? c.in : c.back, i == 0 ? "terminator" : "terminator-tap"));
-    in.rx->on_records([&in](std::uint64_t, std::span<const std::span<const std::byte>> recs) {
+    in.rx->on_batch([&in](std::uint64_t, std::span<const std::byte> wire, std::size_t) {
       if (in.first == clk::time_point{}) in.first = clk::now();
-      for (auto r : recs) {
-        if (get64(r.data()) != in.expect) ++in.index_errors;
-        in.expect = get64(r.data()) + 1;
+      for (std::size_t off = 0; off < wire.size(); off += blob) {
+        if (get64(wire.data() + off) != in.expect) ++in.index_errors;
+        in.expect = get64(wire.data() + off) + 1;
       }
       in.last = clk::now();
       return true;

@@ -19,7 +19,8 @@
 //
 // Blocking: file I/O happens on the sink's own thread (DESIGN.md: blocking calls get
 // their own thread), never on the caller's; write_framed() only copies into a buffer.
-// Bounded: writable() is false while more than buffer_bytes wait for the disk.
+// Bounded: writable() is false while more than buffer_bytes wait for the disk. Memory:
+// that, plus the chunk being filled, plus up to 4 written chunks kept for reuse.
 // Errors: a directory that cannot be created throws std::system_error from the
 // constructor; a failed write/rename sets error() ("PATH: strerror") and failed(), and
 // later records are counted as dropped.
@@ -49,8 +50,11 @@ struct segment_file_options {
   std::uint64_t first_index = 0;
   /// Soft cap of bytes waiting for the disk thread.
   std::size_t buffer_bytes = std::size_t{64} << 20;
-  /// Bytes handed to the disk thread at once.
-  std::size_t chunk_bytes = std::size_t{1} << 20;
+  /// Bytes handed to the disk thread at once (a batch larger than that goes whole). Small
+  /// enough to still be in cache when the disk thread copies it into the page cache: 1 MiB
+  /// chunks cost the streamed-sockets relays about twice the system time of 128 KiB ones
+  /// (bench/RESULTS.md, "streamed sockets").
+  std::size_t chunk_bytes = std::size_t{128} << 10;
 };
 
 class segment_file_sink {
@@ -84,11 +88,14 @@ class segment_file_sink {
  private:
   void run();
   void hand_over();
+  std::vector<std::byte> take_spare();
+  static constexpr std::size_t max_spare = 4;  ///< chunk buffers kept for reuse
   segment_file_options o_;
   std::vector<std::byte> cur_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::vector<std::byte>> q_;
+  std::vector<std::vector<std::byte>> spare_;  ///< written chunks, recycled (under mu_)
   std::atomic<std::size_t> queued_{0};
   std::atomic<std::uint64_t> written_{0}, dropped_{0};
   std::atomic<bool> failed_{false};

@@ -57,7 +57,8 @@ struct tcp_source_options {
   rill::framing framing = rill::framing::fixed(32);
   /// Expect a tcp_hello at the start of every connection (the sender must send it).
   bool handshake = true;
-  /// Bytes read per async_read_some (one batch of records per read).
+  /// Bytes read per async_read_some (one batch of records per read). The read buffer is
+  /// read_bytes, plus one record for fixed framing (the incomplete record kept in front).
   std::size_t read_bytes = std::size_t{256} << 10;
   tcp_backoff backoff{};
   std::string name = "tcp_source";  ///< used in error messages
@@ -87,6 +88,10 @@ class tcp_receiver {
   /// are valid during the call only. Return false to pause reading (resume()).
   using records_fn =
       std::function<bool(std::uint64_t first_seq, std::span<const std::span<const std::byte>>)>;
+  /// The same records as one contiguous span: `n` records of the fixed size, back to back
+  /// (`wire.size() == n * framing.size`). Valid during the call only. Return false to pause.
+  using batch_fn =
+      std::function<bool(std::uint64_t first_seq, std::span<const std::byte> wire, std::size_t n)>;
   using gap_fn = std::function<void(std::uint64_t from, std::uint64_t to)>;
   using error_fn = std::function<void(const std::error_code&, const std::string& message)>;
 
@@ -98,7 +103,14 @@ class tcp_receiver {
   tcp_receiver(const tcp_receiver&) = delete;
   tcp_receiver& operator=(const tcp_receiver&) = delete;
 
+  /// Each read's whole records, a span per record. Not called while on_batch is set.
   void on_records(records_fn f);
+  /// Fast path for fixed framing (forwarding, bulk checks): each read's whole records as
+  /// one span, no per-record work in the receiver. Replaces on_records. Throws
+  /// config_error("<name>.on_batch") unless the framing is fixed with a record size <=
+  /// read_bytes. (With fixed framing of that size the receiver never copies a record:
+  /// an incomplete one stays in the read buffer and the next read lands behind it.)
+  void on_batch(batch_fn f);
   void on_gap(gap_fn f);
   /// Lost connections, framing errors (message names the endpoint and byte offset),
   /// failed connects. Counted before the call.
