@@ -108,7 +108,9 @@ EOF
 
 # ---------------- part 2: netflow Kafka -> Kafka vs Kafka Streams FlowCount ----------------
 packets=nf-packets-$tag
-tool create --brokers "$brokers" --topic "$packets" --partitions 4
+# retention.ms=-1: the probe stamps each message with its capture time (2021 here), so with
+# the broker's default 7-day retention the next retention check (every 5 min) deletes them all
+tool create --brokers "$brokers" --topic "$packets" --partitions 4 --config retention.ms=-1
 "$nf" --probe -i "$pcap" --brokers "$brokers" --topic "$packets" 2>"$work/probe.log" || { cat "$work/probe.log"; die "probe failed"; }
 published=$(tool count --brokers "$brokers" --topic "$packets")
 echo "kafka_peers: probe: $(tail -1 "$work/probe.log"); topic $packets holds $published records"
@@ -116,7 +118,7 @@ flows=$work/flows.results
 : >"$flows"
 run_rill_nf() {
   local out=nf-flows-rill-$tag-$1
-  tool create --brokers "$brokers" --topic "$out" --partitions 4
+  tool create --brokers "$brokers" --topic "$out" --partitions 4 --config retention.ms=-1  # rows carry 2021 window times too
   /usr/bin/time -f "TIME %e %U %S" -o "$work/time.txt" "$nf" --brokers "$brokers" --from "$packets" --to "$out" \
     --group "nf-$tag-$1" --window "${window_ms}ms" --max-delay "${delay_ms}ms" --idle-exit 3s -w 1 2>"$work/nf-$1.log" ||
     { cat "$work/nf-$1.log"; echo "kafka_peers: netflow run $1 failed" >&2; }
@@ -125,7 +127,7 @@ run_rill_nf() {
 }
 run_ks_nf() {
   local out=nf-flows-ks-$tag-$1
-  tool create --brokers "$brokers" --topic "$out" --partitions 4
+  tool create --brokers "$brokers" --topic "$out" --partitions 4 --config retention.ms=-1  # rows carry 2021 window times too
   /usr/bin/time -f "TIME %e %U %S" -o "$work/time.txt" java -cp "$cp" dev.rill.bench.FlowCount --brokers "$brokers" \
     --in "$packets" --out "$out" --app-id "ks-flows-$tag-$1" --window-ms "$window_ms" --grace-ms "$delay_ms" \
     --idle-exit-ms 3000 --threads 1 >"$work/ks-$1.log" 2>&1 ||

@@ -57,8 +57,12 @@ final class Common {
   }
 
   static void createTopic(String brokers, String topic, int partitions) throws Exception {
+    createTopic(brokers, topic, partitions, Map.of());
+  }
+
+  static void createTopic(String brokers, String topic, int partitions, Map<String, String> configs) throws Exception {
     try (Admin a = admin(brokers)) {
-      a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+      a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1).configs(configs))).all().get();
     } catch (ExecutionException e) {
       if (!(e.getCause() instanceof TopicExistsException)) throw e;
     }

@@ -13,7 +13,7 @@ import java.util.regex.Pattern;
 /**
  * Helpers of bench/kafka_peers.sh (outside the timing).
  * <pre>
- *   Tool create --brokers B --topic T --partitions 4
+ *   Tool create --brokers B --topic T --partitions 4 [--config k=v,k=v]
  *   Tool count  --brokers B --topic T
  *   Tool flows  --brokers B --topic T --mode sum|latest [--dump FILE]
  * </pre>
@@ -43,7 +43,12 @@ public final class Tool {
     var a = Common.args(java.util.Arrays.copyOfRange(argv, 1, argv.length), "Tool " + cmd + " --brokers B --topic T ...");
     String brokers = Common.need(a, "brokers"), topic = Common.need(a, "topic");
     switch (cmd) {
-      case "create" -> Common.createTopic(brokers, topic, Integer.parseInt(a.getOrDefault("partitions", "4")));
+      case "create" -> {
+        java.util.Map<String, String> configs = new java.util.HashMap<>();
+        for (String kv : a.getOrDefault("config", "").split(","))
+          if (!kv.isEmpty()) configs.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
+        Common.createTopic(brokers, topic, Integer.parseInt(a.getOrDefault("partitions", "4")), configs);
+      }
       case "count" -> System.out.println(Common.readAll(brokers, topic, (k, v) -> {}));
       case "flows" -> {
         boolean latest = Common.need(a, "mode").equals("latest");
