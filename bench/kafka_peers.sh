@@ -26,7 +26,7 @@
 # two jobs must be equal.
 #
 #   RILL_KAFKA_PORT=49092 scripts/kafka start
-#   bench/kafka_peers.sh            # env: BROKERS BUILD RECORDS ROUNDS PCAP WINDOW_MS DELAY_MS
+#   bench/kafka_peers.sh   # env: BROKERS BUILD RECORDS ROUNDS PCAP WINDOW_MS DELAY_MS KS_STORE WORK
 #   RILL_KAFKA_PORT=49092 scripts/kafka stop
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +41,7 @@ window_ms=${WINDOW_MS:-1000}
 # default 2 s a partition read ahead makes the others' packets late (dropped, counts short);
 # Kafka Streams' stream time is per partition (task) and drops none either way
 delay_ms=${DELAY_MS:-10000}
+ks_store=${KS_STORE:-rocksdb}  # FlowCount's window store: rocksdb (Kafka Streams' default) or memory
 ks=$root/bench/kafka-streams
 cp="$ks/target/rill-kafka-streams-bench.jar:$ks/target/lib/*"
 tag=$(date +%s)-$$
@@ -74,7 +75,8 @@ for r in $(seq "$rounds"); do
   echo "kafka_peers: map round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   if [ $((r % 2)) -eq 1 ]; then run_cpp; run_ks "$r"; else run_ks "$r"; run_cpp; fi
 done
-python3 - "$results" "$records" "$rounds" <<'EOF'
+status=0
+python3 - "$results" "$records" "$rounds" <<'EOF' || status=1
 import re, statistics, sys
 path, n, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 runs = {}
@@ -130,7 +132,7 @@ run_ks_nf() {
   tool create --brokers "$brokers" --topic "$out" --partitions 4 --config retention.ms=-1  # rows carry 2021 window times too
   /usr/bin/time -f "TIME %e %U %S" -o "$work/time.txt" java -cp "$cp" dev.rill.bench.FlowCount --brokers "$brokers" \
     --in "$packets" --out "$out" --app-id "ks-flows-$tag-$1" --window-ms "$window_ms" --grace-ms "$delay_ms" \
-    --idle-exit-ms 3000 --threads 1 >"$work/ks-$1.log" 2>&1 ||
+    --idle-exit-ms 3000 --threads 1 --store "$ks_store" >"$work/ks-$1.log" 2>&1 ||
     { cat "$work/ks-$1.log"; echo "kafka_peers: FlowCount run $1 failed" >&2; }
   tool flows --brokers "$brokers" --topic "$out" --mode latest --dump "$work/ks-$1.cells" >"$work/ks-$1.totals"
   echo "kstreams $1 $(cat "$work/time.txt") $(cat "$work/ks-$1.totals") SUMMARY $(grep '^FLOWCOUNT' "$work/ks-$1.log")" | tee -a "$flows"
@@ -139,7 +141,7 @@ for r in $(seq "$rounds"); do
   echo "kafka_peers: netflow round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   if [ $((r % 2)) -eq 1 ]; then run_rill_nf "$r"; run_ks_nf "$r"; else run_ks_nf "$r"; run_rill_nf "$r"; fi
 done
-python3 - "$flows" "$pcap.truth.json" "$work" "$published" <<'EOF'
+python3 - "$flows" "$pcap.truth.json" "$work" "$published" <<'EOF' || status=1
 import json, re, statistics, sys
 path, truth_path, work, published = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 truth = json.load(open(truth_path))
@@ -197,4 +199,5 @@ for r in sorted({x["r"] for x in rows}):
         if not same: bad += 1
 if bad: print(f"{bad} check(s) FAILED"); sys.exit(1)
 EOF
-echo "kafka_peers: done $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "kafka_peers: done $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), exit $status"
+exit $status
