@@ -17,10 +17,12 @@
 #   netflow --probe -i PCAP --topic P       the packets, keyed by 5-tuple (4 partitions)
 #   netflow --from P --to F --window W --max-delay D --idle-exit 3s -w 1
 #   FlowCount --in P --out F --window-ms W --grace-ms D --idle-exit-ms 3000 --threads 1
+#   FlowCount ... --warmup 1                the same after one unmeasured run in the same JVM
 # ROUNDS rounds, interleaved. Each is timed from outside with /usr/bin/time: records/s =
 # packets / (wall - 3 s idle exit); CPU = user+sys of the whole process (start-up, group
 # join, the idle wait and, for Kafka Streams, the JVM's start-up included); FlowCount also
-# reports its in-process CPU from the first record to the end of close(). Both outputs are
+# reports its in-process records/s and CPU from the first record to the end of close() (the
+# only numbers of the warm peer, whose process ran the job twice). All outputs are
 # read back: packets, bytes and conversations must equal PCAP's ground truth (NAME.truth.json),
 # every 5-tuple's totals must equal the truth's, and the per-(window, 5-tuple) counts of the
 # two jobs must be equal.
@@ -127,19 +129,23 @@ run_rill_nf() {
   tool flows --brokers "$brokers" --topic "$out" --mode sum --dump "$work/rill-$1.cells" >"$work/rill-$1.totals"
   echo "rill $1 $(cat "$work/time.txt") $(cat "$work/rill-$1.totals") SUMMARY $(tail -1 "$work/nf-$1.log")" | tee -a "$flows"
 }
+# $2 = 0: a cold JVM (the whole process is timed); $2 = 1: FlowCount --warmup 1 first runs the
+# job once in the same JVM, and only its in-process numbers of the second run count
 run_ks_nf() {
-  local out=nf-flows-ks-$tag-$1
+  local peer=kstreams; [ "$2" = 1 ] && peer=kstreams-warm
+  local out=nf-flows-$peer-$tag-$1
   tool create --brokers "$brokers" --topic "$out" --partitions 4 --config retention.ms=-1  # rows carry 2021 window times too
   /usr/bin/time -f "TIME %e %U %S" -o "$work/time.txt" java -cp "$cp" dev.rill.bench.FlowCount --brokers "$brokers" \
-    --in "$packets" --out "$out" --app-id "ks-flows-$tag-$1" --window-ms "$window_ms" --grace-ms "$delay_ms" \
-    --idle-exit-ms 3000 --threads 1 --store "$ks_store" >"$work/ks-$1.log" 2>&1 ||
-    { cat "$work/ks-$1.log"; echo "kafka_peers: FlowCount run $1 failed" >&2; }
-  tool flows --brokers "$brokers" --topic "$out" --mode latest --dump "$work/ks-$1.cells" >"$work/ks-$1.totals"
-  echo "kstreams $1 $(cat "$work/time.txt") $(cat "$work/ks-$1.totals") SUMMARY $(grep '^FLOWCOUNT' "$work/ks-$1.log")" | tee -a "$flows"
+    --in "$packets" --out "$out" --app-id "ks-flows-$peer-$tag-$1" --window-ms "$window_ms" --grace-ms "$delay_ms" \
+    --idle-exit-ms 3000 --threads 1 --store "$ks_store" --warmup "$2" >"$work/$peer-$1.log" 2>&1 ||
+    { cat "$work/$peer-$1.log"; echo "kafka_peers: FlowCount run $1 failed" >&2; }
+  tool flows --brokers "$brokers" --topic "$out" --mode latest --dump "$work/$peer-$1.cells" >"$work/$peer-$1.totals"
+  echo "$peer $1 $(cat "$work/time.txt") $(cat "$work/$peer-$1.totals") SUMMARY $(grep '^FLOWCOUNT' "$work/$peer-$1.log")" | tee -a "$flows"
 }
 for r in $(seq "$rounds"); do
   echo "kafka_peers: netflow round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  if [ $((r % 2)) -eq 1 ]; then run_rill_nf "$r"; run_ks_nf "$r"; else run_ks_nf "$r"; run_rill_nf "$r"; fi
+  if [ $((r % 2)) -eq 1 ]; then run_rill_nf "$r"; run_ks_nf "$r" 0; run_ks_nf "$r" 1
+  else run_ks_nf "$r" 1; run_ks_nf "$r" 0; run_rill_nf "$r"; fi
 done
 python3 - "$flows" "$pcap.truth.json" "$work" "$published" <<'EOF' || status=1
 import json, re, statistics, sys
@@ -163,40 +169,51 @@ rows = []
 for line in open(path):
     peer, r, _, wall, user, sys_, *rest = line.split()
     kv = dict(x.split("=", 1) for x in rest if "=" in x and not x.startswith("{"))
-    c = cells(f"{work}/{'rill' if peer == 'rill' else 'ks'}-{r}.cells")
+    c = cells(f"{work}/{peer}-{r}.cells")
     conv = {}
     for (w, k), (p, by) in c.items():
         s = conv.setdefault(k, [0, 0]); s[0] += p; s[1] += by
     ok = (int(kv["packets"]) == n and int(kv["bytes"]) == truth["bytes"] and int(kv["conversations"]) == len(per_conv)
           and all(tuple(conv.get(k, (0, 0))) == v for k, v in per_conv.items()))
-    extra = ""
+    x = dict(peer=peer, r=r, wall=float(wall), cpu=float(user) + float(sys_), ok=ok, cells=c,
+             out_rows=int(kv["rows"]), ncells=int(kv["cells"]), in_rate=None, in_cpu=None)
     if peer == "rill":
-        m = re.search(r'"late":(\d+)', line); extra = f"late={m.group(1) if m else '?'}"
+        m = re.search(r'"late":(\d+)', line); x["extra"] = f"late={m.group(1) if m else '?'}"
+        x["ext_rate"], x["ext_cpu"] = n / max(x["wall"] - 3, 1e-3), x["cpu"] * 1e6 / n
     else:
         m = re.search(r"dropped=(\d+) seconds=([\d.]+) cpu=([\d.]+)", line)
-        extra = f"dropped={m.group(1)} in-process: {n / float(m.group(2)):,.0f} rec/s, {float(m.group(3)) * 1e6 / n:.2f} cpu s/M" if m else ""
-    rows.append(dict(peer=peer, r=r, wall=float(wall), cpu=float(user) + float(sys_), ok=ok, cells=c, extra=extra,
-                     out_rows=int(kv["rows"]), ncells=int(kv["cells"])))
+        x["extra"] = f"dropped={m.group(1)}"
+        x["in_rate"], x["in_cpu"] = n / float(m.group(2)), float(m.group(3)) * 1e6 / n
+        # the warm peer's process ran the job twice: only its in-process numbers count
+        x["ext_rate"], x["ext_cpu"] = (None, None) if peer == "kstreams-warm" else (n / max(x["wall"] - 3, 1e-3), x["cpu"] * 1e6 / n)
+    rows.append(x)
     if not ok: bad += 1
+f = lambda v, fmt: format(v, fmt) if v is not None else "-"
 print(f"\nnetflow Kafka -> Kafka vs Kafka Streams FlowCount: {n} packets, truth {truth['bytes']} bytes, {len(per_conv)} conversations")
-print(f"{'peer':<9} {'round':>5} {'wall s':>7} {'rec/s (wall-3s)':>16} {'cpu s':>6} {'cpu s/M':>8} {'rows':>6} {'cells':>6} {'truth':>5}  notes")
+print("whole process (/usr/bin/time; records/s over wall - 3 s idle exit) | in-process (first record -> end of close)")
+print(f"{'peer':<14} {'round':>5} {'wall s':>7} {'rec/s':>8} {'cpu s/M':>8} | {'rec/s':>8} {'cpu s/M':>8} | {'rows':>5} {'cells':>5} {'truth':>5}  notes")
 for x in rows:
-    print(f"{x['peer']:<9} {x['r']:>5} {x['wall']:7.2f} {n / max(x['wall'] - 3, 1e-3):16,.0f} {x['cpu']:6.2f} {x['cpu'] * 1e6 / n:8.2f} "
-          f"{x['out_rows']:6} {x['ncells']:6} {'ok' if x['ok'] else 'BAD':>5}  {x['extra']}")
+    print(f"{x['peer']:<14} {x['r']:>5} {x['wall']:7.2f} {f(x['ext_rate'], ',.0f'):>8} {f(x['ext_cpu'], '.2f'):>8} | "
+          f"{f(x['in_rate'], ',.0f'):>8} {f(x['in_cpu'], '.2f'):>8} | {x['out_rows']:5} {x['ncells']:5} {'ok' if x['ok'] else 'BAD':>5}  {x['extra']}")
 med = {}
-for p in ("rill", "kstreams"):
+for p in ("rill", "kstreams", "kstreams-warm"):
     xs = [x for x in rows if x["peer"] == p]
-    if xs:
-        med[p] = (statistics.median(n / max(x["wall"] - 3, 1e-3) for x in xs), statistics.median(x["cpu"] * 1e6 / n for x in xs))
-        print(f"{p:<9} median: {med[p][0]:,.0f} records/s, {med[p][1]:.2f} CPU s per million records")
-if len(med) == 2:
-    print(f"rill / kstreams: records/s x{med['rill'][0] / med['kstreams'][0]:.2f}, CPU per record x{med['rill'][1] / med['kstreams'][1]:.2f}")
+    if not xs: continue
+    md = lambda k: statistics.median(x[k] for x in xs) if xs[0][k] is not None else None
+    med[p] = {k: md(k) for k in ("ext_rate", "ext_cpu", "in_rate", "in_cpu")}
+    print(f"{p:<14} median: whole process {f(med[p]['ext_rate'], ',.0f')} records/s, {f(med[p]['ext_cpu'], '.2f')} CPU s/M; "
+          f"in-process {f(med[p]['in_rate'], ',.0f')} records/s, {f(med[p]['in_cpu'], '.2f')} CPU s/M")
+if "rill" in med and "kstreams" in med:
+    print(f"rill / kstreams (both whole process): records/s x{med['rill']['ext_rate'] / med['kstreams']['ext_rate']:.2f}, "
+          f"CPU per record x{med['rill']['ext_cpu'] / med['kstreams']['ext_cpu']:.3f}")
+if "rill" in med and "kstreams-warm" in med:
+    print(f"rill (whole process) / kstreams-warm (in-process): records/s x{med['rill']['ext_rate'] / med['kstreams-warm']['in_rate']:.2f}, "
+          f"CPU per record x{med['rill']['ext_cpu'] / med['kstreams-warm']['in_cpu']:.3f}")
 for r in sorted({x["r"] for x in rows}):
-    pair = [x for x in rows if x["r"] == r]
-    if len(pair) == 2:
-        same = pair[0]["cells"] == pair[1]["cells"]
-        print(f"round {r}: per-(window, 5-tuple) counts of the two jobs {'equal' if same else 'DIFFER'} ({len(pair[0]['cells'])} cells)")
-        if not same: bad += 1
+    group = [x for x in rows if x["r"] == r]
+    same = all(x["cells"] == group[0]["cells"] for x in group)
+    print(f"round {r}: per-(window, 5-tuple) counts of {', '.join(x['peer'] for x in group)} {'equal' if same else 'DIFFER'} ({len(group[0]['cells'])} cells)")
+    if not same: bad += 1
 if bad: print(f"{bad} check(s) FAILED"); sys.exit(1)
 EOF
 echo "kafka_peers: done $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), exit $status"

@@ -43,6 +43,8 @@ import org.apache.kafka.streams.state.WindowStore;
  * --idle-exit-ms, close() (flushes the caches, delivers, commits). Prints a summary line on
  * stdout: consumed records, in-process seconds and CPU from the first record to the end of
  * close() (the idle wait is subtracted from the seconds, not from the CPU).
+ * --warmup N first runs the same job N times in this JVM (application id ID-warmup-i, output
+ * OUT-warmup), so the measured run has a warm JIT; the summary line is the last run's.
  *
  * <pre>
  * java -cp 'target/rill-kafka-streams-bench.jar:target/lib/*' dev.rill.bench.FlowCount \
@@ -92,12 +94,24 @@ public final class FlowCount {
 
   public static void main(String[] argv) throws Exception {
     var a = Common.args(argv, "FlowCount --brokers B --in TOPIC --out TOPIC --window-ms W --grace-ms G "
-        + "[--threads 1] [--idle-exit-ms 3000] [--store rocksdb|memory] [--app-id ID]");
+        + "[--threads 1] [--idle-exit-ms 3000] [--store rocksdb|memory] [--app-id ID] [--warmup 0]");
     String brokers = Common.need(a, "brokers"), in = Common.need(a, "in"), out = Common.need(a, "out");
     long windowMs = Long.parseLong(Common.need(a, "window-ms")), graceMs = Long.parseLong(Common.need(a, "grace-ms"));
     long idleMs = Long.parseLong(a.getOrDefault("idle-exit-ms", "3000"));
     String store = a.getOrDefault("store", "rocksdb");
     String appId = a.getOrDefault("app-id", "ks-flowcount-" + ProcessHandle.current().pid());
+    int warmup = Integer.parseInt(a.getOrDefault("warmup", "0"));
+    if (warmup > 0) Common.createTopic(brokers, out + "-warmup", 4, java.util.Map.of("retention.ms", "-1"));
+    boolean clean = true;
+    for (int i = 0; i < warmup; ++i)
+      clean &= run(a, brokers, in, out + "-warmup", windowMs, graceMs, idleMs, store, appId + "-warmup-" + i, true);
+    clean &= run(a, brokers, in, out, windowMs, graceMs, idleMs, store, appId, false);
+    System.exit(clean ? 0 : 1);
+  }
+
+  static boolean run(java.util.Map<String, String> a, String brokers, String in, String out, long windowMs, long graceMs,
+      long idleMs, String store, String appId, boolean warm) throws Exception {
+    consumed.set(0);
 
     Properties p = new Properties();
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
@@ -154,8 +168,9 @@ public final class FlowCount {
     boolean clean = ks.close(Duration.ofSeconds(60));
     long t1 = System.nanoTime(), cpu1 = Common.cpuNanos();
     double busy = (since - t0) / 1e9 + (t1 - closeStart) / 1e9;
-    System.out.printf("FLOWCOUNT consumed=%d dropped=%.0f seconds=%.3f cpu=%.3f clean=%b store=%s%n",
+    System.out.printf("%s consumed=%d dropped=%.0f seconds=%.3f cpu=%.3f clean=%b store=%s%n", warm ? "warmup" : "FLOWCOUNT",
         consumed.get(), dropped, busy, (cpu1 - cpu0) / 1e9, clean, store);
-    System.exit(clean ? 0 : 1);
+    System.out.flush();
+    return clean;
   }
 }
