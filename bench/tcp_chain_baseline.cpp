@@ -17,7 +17,7 @@
 // No hello, no reconnects, no framing layer: this is a floor for the CPU cost, not a
 // connector.
 //
-//   tcp_chain_baseline [--bytes N] [--rate GB/s] [--real-rate N/s] [--no-disk]
+//   tcp_chain_baseline [--bytes N] [--rate GB/s] [--tick us] [--real-rate N/s] [--no-disk]
 //                      [--single] [--dir DIR]
 //   --single: generator --> terminator only (one loopback connection, no disk, no real
 //             requests).
@@ -147,6 +147,7 @@ struct segments {
 struct options {
   std::uint64_t bytes = std::uint64_t{256} << 20;
   double rate_gbps = 0, real_per_s = 1000;
+  std::chrono::microseconds tick{50};  // paced: sleep between two writes
   bool disk = true, single = false;
   std::string dir = "/tmp/tcp_chain_baseline";
 };
@@ -194,7 +195,7 @@ int generator(const options& o, int out, int back) {
           std::min<std::uint64_t>(total, std::uint64_t(el * o.rate_gbps * 1e9 / blob) + 1);
       n = std::min<std::uint64_t>(n, due - std::min(due, sent));
       if (n == 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::this_thread::sleep_for(o.tick);
         continue;
       }
     }
@@ -213,6 +214,7 @@ int generator(const options& o, int out, int back) {
     }
     write_all(out, buf.data(), n * blob);
     sent += n;
+    if (o.rate_gbps > 0) std::this_thread::sleep_for(o.tick);  // paced: one write per tick
   }
   ::shutdown(out, SHUT_WR);
   answers.join();  // the processor closes the answer socket after its input ended
@@ -305,6 +307,8 @@ int main(int argc, char** argv) {
       o.bytes = std::stoull(next());
     else if (a == "--rate")
       o.rate_gbps = std::stod(next());
+    else if (a == "--tick")
+      o.tick = std::chrono::microseconds{std::stoll(next())};
     else if (a == "--real-rate")
       o.real_per_s = std::stod(next());
     else if (a == "--dir")
@@ -315,8 +319,8 @@ int main(int argc, char** argv) {
       o.single = true, o.disk = false, o.real_per_s = 0;
     else {
       std::fprintf(stderr,
-                   "usage: tcp_chain_baseline [--bytes N] [--rate GB/s] [--real-rate N/s] "
-                   "[--no-disk] [--single] [--dir DIR]\n");
+                   "usage: tcp_chain_baseline [--bytes N] [--rate GB/s] [--tick us] "
+                   "[--real-rate N/s] [--no-disk] [--single] [--dir DIR]\n");
       return 2;
     }
   }

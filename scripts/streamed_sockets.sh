@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The five-role streamed-sockets latency test on loopback (issue 6).
-#   scripts/streamed_sockets.sh [--bytes N] [--rate GB/s] [--real-rate N/s] [--no-disk]
+#   scripts/streamed_sockets.sh [--bytes N] [--rate GB/s] [--tick us] [--real-rate N/s] [--no-disk]
 #                               [--nagle] [--bin PATH] [--work DIR] [--base-port P]
 # Starts terminator, processor, forwarder, indexer and generator in REVERSE order of the
 # data flow and then in a shuffled order is fine too (sinks retry until their peer listens).
@@ -9,11 +9,12 @@
 # Default: 1 GiB as fast as possible, 1000 real requests/s, disk on.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bytes=$((1 << 30)); rate=0; real=1000; disk=1; nagle=(); bin=""; work=""; base=7100
+bytes=$((1 << 30)); rate=0; tick=(); real=1000; disk=1; nagle=(); bin=""; work=""; base=7100
 while [ $# -gt 0 ]; do
   case $1 in
     --bytes) bytes=$2; shift 2;;
     --rate) rate=$2; shift 2;;
+    --tick) tick=(--tick "$2"); shift 2;;
     --real-rate) real=$2; shift 2;;
     --no-disk) disk=0; shift;;
     --nagle) nagle=(--nagle); shift;;
@@ -40,7 +41,7 @@ trap cleanup EXIT
 "$bin" --role terminator --in listen:$L:$p_term --back listen:$L:$p_tap >"$work/terminator.log" 2>&1 & t_pid=$!; pids+=($t_pid)
 "$bin" --role processor --in listen:$L:$p_proc --out connect:$L:$p_term --back connect:$L:$p_gen "${nagle[@]}" >"$work/processor.log" 2>&1 & pids+=($!)
 "$bin" --role forwarder --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_fwd[@]}" "${nagle[@]}" >"$work/forwarder.log" 2>&1 & pids+=($!)
-"$bin" --role generator --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" --real-rate "$real" "${nagle[@]}" >"$work/generator.log" 2>&1 & g_pid=$!; pids+=($g_pid)
+"$bin" --role generator --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" "${tick[@]}" --real-rate "$real" "${nagle[@]}" >"$work/generator.log" 2>&1 & g_pid=$!; pids+=($g_pid)
 "$bin" --role indexer --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}" >"$work/indexer.log" 2>&1 & pids+=($!)
 
 status=0

@@ -77,8 +77,20 @@ std::string tcp_endpoint::to_string() const {
 
 namespace detail {
 
-tcp_connector::tcp_connector(asio::io_context& io, tcp_endpoint ep, tcp_backoff b)
-    : io_(io), ep_(std::move(ep)), backoff_(b), delay_(b.initial), timer_(io) {
+namespace {
+template <class Socket>
+void set_buffers(Socket& s, const tcp_socket_buffers& b, boost::system::error_code& ec) {
+  auto clamp = [](std::size_t v) { return static_cast<int>(std::min<std::size_t>(v, 1u << 30)); };
+  if (!ec && b.send_bytes)
+    s.set_option(asio::socket_base::send_buffer_size(clamp(b.send_bytes)), ec);
+  if (!ec && b.receive_bytes)
+    s.set_option(asio::socket_base::receive_buffer_size(clamp(b.receive_bytes)), ec);
+}
+}  // namespace
+
+tcp_connector::tcp_connector(asio::io_context& io, tcp_endpoint ep, tcp_backoff b,
+                             tcp_socket_buffers bufs)
+    : io_(io), ep_(std::move(ep)), backoff_(b), bufs_(bufs), delay_(b.initial), timer_(io) {
   port_ = ep_.port;
   if (ep_.r == tcp_endpoint::role::listen) {
     const tcp::endpoint e{asio::ip::make_address(ep_.host), ep_.port};
@@ -86,6 +98,7 @@ tcp_connector::tcp_connector(asio::io_context& io, tcp_endpoint ep, tcp_backoff 
     boost::system::error_code ec;
     acceptor_->open(e.protocol(), ec);
     if (!ec) acceptor_->set_option(tcp::acceptor::reuse_address(true), ec);
+    set_buffers(*acceptor_, bufs_, ec);  // accepted sockets inherit them
     if (!ec) acceptor_->bind(e, ec);
     if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) throw std::system_error(to_std(ec), "tcp " + ep_.to_string());
@@ -122,6 +135,9 @@ void tcp_connector::connect_now() {
   pending_ = true;
   connecting_.emplace(io_);
   const tcp::endpoint e{asio::ip::make_address(ep_.host), ep_.port};
+  boost::system::error_code ec;
+  connecting_->open(e.protocol(), ec);
+  set_buffers(*connecting_, bufs_, ec);  // before connect: the window scale depends on it
   connecting_->async_connect(e, [self = shared_from_this()](const boost::system::error_code& ec) {
     if (self->stopped_) return;
     self->pending_ = false;
@@ -177,8 +193,11 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
   // Records [inflight_first, inflight_first + inflight_n) are being written (or wait to be
   // resent); [pending_first, next_seq) are buffered behind them. `suspect` = batches that
   // completed after the peer closed its side: resent too.
+  // `inflight_off` = bytes of inflight's first record that a direct send (take) already
+  // handed to the kernel on this connection; a new connection resends from byte 0.
   std::vector<std::byte> pending, inflight;
   std::uint64_t pending_first = 0, next_seq = 0, inflight_first = 0, inflight_n = 0;
+  std::size_t inflight_off = 0;
   std::array<std::byte, tcp_hello::size> hello{};
   bool send_hello = false;
   std::array<std::byte, 256> rbuf{};
@@ -189,7 +208,8 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
 
   impl(asio::io_context& i, tcp_sink_options opts) : io(i), o(std::move(opts)), enc(o.framing) {
     o.framing.validate(o.name);
-    conn = std::make_shared<detail::tcp_connector>(io, o.endpoint, o.backoff);
+    conn = std::make_shared<detail::tcp_connector>(
+        io, o.endpoint, o.backoff, detail::tcp_socket_buffers{.send_bytes = o.send_buffer_bytes});
   }
 
   std::size_t buffered() const noexcept { return pending.size() + inflight.size(); }
@@ -199,12 +219,14 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
     if (sock) drop_connection();  // listen mode: a newer connection supersedes
     boost::system::error_code ignore;
     s.set_option(tcp::no_delay(o.no_delay), ignore);
+    s.non_blocking(true, ignore);  // direct sends in take() must never block the loop
     sock.emplace(std::move(s));
     ++gen;
     peer_closed = false;
     bump(st.connections);
     send_hello = o.handshake;
     hello = tcp_hello{inflight_n ? inflight_first : pending_first}.encode();
+    inflight_off = 0;
     if (inflight_n) bump(st.records_resent, inflight_n);
     start_read();
     start_write();
@@ -238,7 +260,8 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
     }
     writing = true;
     std::array<asio::const_buffer, 2> bufs{
-        asio::buffer(hello.data(), send_hello ? hello.size() : 0), asio::buffer(inflight)};
+        asio::buffer(hello.data(), send_hello ? hello.size() : 0),
+        asio::buffer(inflight.data() + inflight_off, inflight.size() - inflight_off)};
     asio::async_write(
         *sock, bufs,
         [self = shared_from_this(), g = gen](const boost::system::error_code& ec, std::size_t n) {
@@ -254,6 +277,7 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
           bump(self->st.bytes_sent, n);
           bump(self->st.records_sent, self->inflight_n);
           self->inflight.clear();
+          self->inflight_off = 0;
           self->inflight_n = 0;
           self->inflight_first = self->pending_first;
           if (self->sent_cb) self->sent_cb(self->st.records_sent.load(std::memory_order_relaxed));
@@ -307,7 +331,7 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
     bump(st.records_dropped, inflight_n + (next_seq - pending_first));
     inflight.clear();
     pending.clear();
-    inflight_n = 0;
+    inflight_n = inflight_off = 0;
     pending_first = inflight_first = next_seq;
   }
 
@@ -323,10 +347,49 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
     if (auto cb = std::exchange(close_cb, nullptr)) cb();
   }
 
+  /// Fixed framing, nothing buffered, connection idle: send `wire` (n records) straight
+  /// from the caller's memory — no copy into `pending`, no completion to wait for. What
+  /// the kernel did not take becomes the in-flight batch, from the first record it did
+  /// not fully take (a reconnect resends that record whole). False = not possible now
+  /// (busy, hello pending, would block, error): the caller buffers as usual and the
+  /// asynchronous path reports any error.
+  bool direct_send(std::span<const std::byte> wire, std::size_t n) {
+    if (!sock || writing || send_hello || closing || !inflight.empty() || !pending.empty() ||
+        o.framing.k != framing::kind::fixed || wire.empty())
+      return false;
+    boost::system::error_code ec;
+    const std::size_t k = sock->send(asio::buffer(wire.data(), wire.size()), 0, ec);
+    if (ec || k == 0) return false;
+    const std::size_t rs = o.framing.size, whole = k / rs;
+    bump(st.bytes_sent, k);
+    bump(st.records_sent, whole);
+    if (whole < n) {
+      inflight.assign(wire.begin() + static_cast<std::ptrdiff_t>(whole * rs), wire.end());
+      inflight_off = k - whole * rs;
+      inflight_first = next_seq + whole;
+      inflight_n = n - whole;
+      start_write();
+    } else if (sent_cb) {
+      asio::post(io, [w = weak_from_this()] {
+        if (auto self = w.lock(); self && self->sent_cb)
+          self->sent_cb(self->st.records_sent.load(std::memory_order_relaxed));
+      });
+    }
+    return true;
+  }
+
   bool take(std::span<const std::byte> wire, std::size_t n, bool framed) {
     if (failed || stopped) {
       bump(st.records_dropped, n);
       return false;
+    }
+    if (framed && direct_send(wire, n)) {  // sent, or its rest is the in-flight batch
+      next_seq += n;
+      pending_first = next_seq;
+      if (inflight_n == 0) inflight_first = pending_first;
+      bump(st.records_accepted, n);
+      if (buffered() >= o.buffer_bytes) was_full = true;
+      return true;
     }
     if (framed) {
       pending.insert(pending.end(), wire.begin(), wire.end());
@@ -436,7 +499,9 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
     if (o.read_bytes < 64) o.read_bytes = 64;
     whole = o.framing.k == framing::kind::fixed && o.framing.size <= o.read_bytes;
     buf.resize(o.read_bytes + (whole ? o.framing.size : 0));
-    conn = std::make_shared<detail::tcp_connector>(io, o.endpoint, o.backoff);
+    conn = std::make_shared<detail::tcp_connector>(
+        io, o.endpoint, o.backoff,
+        detail::tcp_socket_buffers{.receive_bytes = o.receive_buffer_bytes});
   }
 
   std::string where() const { return o.name + " " + o.endpoint.to_string(); }

@@ -474,6 +474,113 @@ TEST(tcp, slow_receiver_backpressure_keeps_memory_bounded) {
   EXPECT_LE(max_buffered, cap + 8);
 }
 
+// write_framed + on_batch, the forwarding fast path: the sink sends batches straight from
+// the caller's memory while the connection is idle and keeps only what the kernel did not
+// take (often part of a record); the receiver hands whole records over in one span. A
+// receiver that keeps pausing, behind small socket buffers, makes sends come back partial,
+// cut inside a record (12-byte records: the kernel cuts at multiples of 4 KiB); then the
+// receiver restarts mid-stream. Every record arrives whole, in order, with its own index
+// as content. (The new receiver has no state: it may get again records of the batch in
+// flight that the old one had read, so order is checked per receiver.)
+TEST(tcp, write_framed_partial_sends_and_restart_deliver_whole_records_in_order) {
+  constexpr std::size_t rs = 12;  // record: 8-byte index, 4 bytes 0xAB
+  const auto port = free_port();
+  loop lp;
+  waiter w;
+  std::uint64_t next = 0, missing = 0, batches = 0;
+  bool bad = false, fresh = true;  // fresh: the receiver's first batch sets `next`
+  std::unique_ptr<rill::tcp_receiver> rx;
+  int turns = 0, chains = 0;  // a paused receiver reads again after `turns` loop turns
+  std::function<void()> resume_later = [&] {
+    if (--turns > 0) return lp.post(resume_later);
+    --chains;
+    if (rx) rx->resume();
+  };
+  auto make_rx = [&] {
+    fresh = true;
+    auto r = std::make_unique<rill::tcp_receiver>(
+        lp.io, rill::tcp_source_options{.endpoint = rill::tcp_endpoint::listen("127.0.0.1", port),
+                                        .framing = rill::framing::fixed(rs),
+                                        .read_bytes = 4000,
+                                        .receive_buffer_bytes = 8192});
+    r->on_batch([&](std::uint64_t first, std::span<const std::byte> wire, std::size_t n) {
+      w.update([&] {
+        if (wire.size() != n * rs) bad = true;
+        for (std::size_t i = 0; i < n; ++i, ++first) {
+          const auto rec = wire.subspan(i * rs, rs);
+          if (val8(rec) != first || rec[11] != std::byte{0xAB} || (first < next && !fresh))
+            bad = true;
+          next = first + 1;
+          fresh = false;
+        }
+      });
+      if (++batches % 7 != 0 || chains > 0) return true;
+      turns = 20;  // the writer fills the socket meanwhile
+      ++chains;
+      lp.post(resume_later);
+      return false;
+    });
+    r->on_gap([&](std::uint64_t a, std::uint64_t b) { w.update([&] { missing += b - a; }); });
+    r->start();
+    return r;
+  };
+  std::unique_ptr<rill::tcp_sink> sink;
+  std::uint64_t written = 0, limit = 300000;  // 3.6 MB: far more than the socket buffers
+  std::vector<std::byte> batch;
+  std::function<void()> pump = [&] {
+    while (written < limit && sink->writable()) {
+      const std::uint64_t n = std::min<std::uint64_t>(1001, limit - written);
+      batch.assign(n * rs, std::byte{0xAB});
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const auto r = rec8(written + i);
+        std::copy(r.begin(), r.end(), batch.begin() + static_cast<std::ptrdiff_t>(i * rs));
+      }
+      ASSERT_TRUE(sink->write_framed(batch, n));
+      written += n;
+    }
+  };
+  lp.call([&] {
+    rx = make_rx();
+    sink = std::make_unique<rill::tcp_sink>(
+        lp.io, rill::tcp_sink_options{.endpoint = rill::tcp_endpoint::connect("127.0.0.1", port),
+                                      .framing = rill::framing::fixed(rs),
+                                      .buffer_bytes = 64 << 10,
+                                      .send_buffer_bytes = 8192,
+                                      .backoff = {.initial = 1ms, .max = 20ms}});
+    sink->on_writable([&] { pump(); });
+    sink->start();
+    pump();
+  });
+  ASSERT_TRUE(w.wait([&] { return next == limit; }, 10000ms)) << next << " of " << limit;
+  EXPECT_EQ(lp.call([&] { return sink->stats().records_sent.load(); }), limit);
+  // the receiver restarts while batches keep coming
+  lp.call([&] { rx.reset(); });
+  lp.call([&] { rx = make_rx(); });
+  for (int round = 0; round < 2000 && sink->stats().connections.load() < 2; ++round) {
+    lp.call([&] {
+      limit = written + 1001;
+      pump();
+    });
+    std::this_thread::yield();
+  }
+  ASSERT_GE(sink->stats().connections.load(), 2u);
+  lp.call([&] {
+    limit = written + 100000;
+    pump();
+  });
+  ASSERT_TRUE(w.wait([&] { return next == limit; }, 10000ms)) << next << " of " << limit;
+  while (lp.call([&] { return chains; }) > 0) std::this_thread::yield();
+  lp.call([&] {
+    sink->stop();
+    rx->stop();
+  });
+  std::lock_guard lk(w.mu);
+  EXPECT_FALSE(bad) << "a record was cut, differs from its sequence index, or went backwards";
+  EXPECT_EQ(sink->stats().records_accepted.load(), limit);
+  EXPECT_GE(sink->stats().write_errors.load(), 1u);
+  EXPECT_EQ(missing, 0u);  // a new receiver takes the first hello as its base: no gap
+}
+
 TEST(fan_out, backpressure_target_pauses_drop_target_counts) {
   struct fake {
     std::size_t cap, held = 0;

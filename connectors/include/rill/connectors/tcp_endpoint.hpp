@@ -63,12 +63,20 @@ namespace detail {
 /// the current one broke. Listen mode: binds in the constructor (throws
 /// std::system_error naming the endpoint when the port is taken), then accepts every
 /// connection; reconnect() does nothing (the peer reconnects).
+/// SO_SNDBUF / SO_RCVBUF for every socket of a tcp_connector (0 = kernel default). Set
+/// before listen() / connect(): the receive buffer decides the TCP window scale in the
+/// handshake; set later, a smaller buffer can stall the connection.
+struct tcp_socket_buffers {
+  std::size_t send_bytes = 0, receive_bytes = 0;
+};
+
 class tcp_connector : public std::enable_shared_from_this<tcp_connector> {
  public:
   using on_socket_fn = std::function<void(boost::asio::ip::tcp::socket&&)>;
   using on_error_fn = std::function<void(const std::error_code&, const std::string&)>;
 
-  tcp_connector(boost::asio::io_context& io, tcp_endpoint ep, tcp_backoff b);
+  tcp_connector(boost::asio::io_context& io, tcp_endpoint ep, tcp_backoff b,
+                tcp_socket_buffers bufs = {});
   /// Starts connecting/accepting. `on_socket` gets each new connection, `on_error` each
   /// failed connect/accept attempt (counted by the caller).
   void start(on_socket_fn on_socket, on_error_fn on_error);
@@ -87,6 +95,7 @@ class tcp_connector : public std::enable_shared_from_this<tcp_connector> {
   boost::asio::io_context& io_;
   tcp_endpoint ep_;
   tcp_backoff backoff_;
+  tcp_socket_buffers bufs_;
   std::chrono::milliseconds delay_;
   boost::asio::steady_timer timer_;
   std::optional<boost::asio::ip::tcp::acceptor> acceptor_;

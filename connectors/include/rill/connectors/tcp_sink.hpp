@@ -69,6 +69,11 @@ struct tcp_sink_options {
   std::size_t buffer_bytes = std::size_t{4} << 20;
   /// TCP_NODELAY (Nagle off). The reference found it did not matter for throughput.
   bool no_delay = true;
+  /// SO_SNDBUF in bytes, set on the socket before connect/listen; 0 = the kernel's
+  /// default and autotuning (net.ipv4.tcp_wmem; Linux doubles the value and caps it at
+  /// net.core.wmem_max). Bytes in the kernel are queued too: a small value bounds the
+  /// queueing delay behind a slow peer, a large one saves wakeups.
+  std::size_t send_buffer_bytes = 0;
   enum class policy : std::uint8_t { reconnect, fail } on_error = policy::reconnect;
   tcp_backoff backoff{};
   std::string name = "tcp_sink";  ///< used in error messages
@@ -109,7 +114,11 @@ class tcp_sink {
   /// error too). Never blocks. Does NOT check the buffer cap: see writable().
   bool write(std::span<const std::byte> payload);
   /// Appends `n` records that are already framed, back to back in `wire` (fast path for
-  /// forwarding: the framing is not re-checked). Same rules as write().
+  /// forwarding: the framing is not re-checked). Same rules as write(). Fixed framing,
+  /// connected, nothing buffered, no write in progress: `wire` is sent at once with one
+  /// non-blocking send from the caller's memory (no copy) and only what the kernel did not
+  /// take is buffered — from the first record it did not take whole, which a reconnect
+  /// resends whole.
   bool write_framed(std::span<const std::byte> wire, std::size_t n);
   /// buffered_bytes() < buffer_bytes and not failed.
   bool writable() const noexcept;
@@ -120,7 +129,8 @@ class tcp_sink {
   /// Called (on the sink's thread) once the buffer drops below half of buffer_bytes
   /// after writable() had become false: resume writing.
   void on_writable(std::function<void()> f);
-  /// Called after each completed write with the total records_sent.
+  /// Called after each completed write with the total records_sent (after a direct send
+  /// of write_framed: posted, never from inside write_framed).
   void on_sent(std::function<void(std::uint64_t)> f);
   /// Called for every lost connection / failed write (the error the kernel gave:
   /// EPIPE, ECONNRESET, eof...), after it was counted, before reconnecting or failing.

@@ -60,6 +60,10 @@ struct tcp_source_options {
   /// Bytes read per async_read_some (one batch of records per read). The read buffer is
   /// read_bytes, plus one record for fixed framing (the incomplete record kept in front).
   std::size_t read_bytes = std::size_t{256} << 10;
+  /// SO_RCVBUF in bytes, set on the socket before connect/listen (it decides the TCP
+  /// window scale); 0 = the kernel's default and autotuning (net.ipv4.tcp_rmem; Linux
+  /// doubles the value and caps it at net.core.rmem_max).
+  std::size_t receive_buffer_bytes = 0;
   tcp_backoff backoff{};
   std::string name = "tcp_source";  ///< used in error messages
   /// tcp_source (pipeline) only: a clean EOF at a record boundary ends the stream. When
