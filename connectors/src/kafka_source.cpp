@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace rill::kafka_detail {
 
@@ -66,24 +67,36 @@ void free_list(std::vector<RdKafka::TopicPartition*>& v) {
 
 /// Offsets of one assigned partition: the emitted records not yet done, in offset order.
 /// Consumption order is offset order within one assignment generation, so `open` stays
-/// sorted and acks find their entry by binary search.
+/// sorted and acks find their entry by binary search. A generation continues across an
+/// eager revoke when the same split gets the partition straight back (see `retained`).
 struct partition_track {
   enum state : std::uint8_t { open_, done_, failed_ };
   std::string topic;
   std::int32_t partition = -1;
   std::uint32_t gen = 0;
   std::int64_t next_commit = -1;   ///< lowest offset not done (or last done + 1)
-  std::int64_t committed = -1;     ///< last offset we committed
+  std::int64_t committed = -1;     ///< last offset sent in a commit (pending or confirmed)
+  std::int64_t confirmed = -1;     ///< last offset the broker confirmed as committed
+  std::int64_t position = -1;      ///< next offset to read: last emitted or skipped + 1
   std::deque<std::pair<std::int64_t, state>> open;  ///< offset, state
   bool paused = false;
 
   /// An offset handed to the pipeline (its token is alive).
-  void emitted(std::int64_t off) { open.emplace_back(off, open_); }
+  void emitted(std::int64_t off) {
+    open.emplace_back(off, open_);
+    position = off + 1;
+  }
   /// An offset that is done at once (bad message sent to the error output).
   void skipped(std::int64_t off) {
     if (open.empty()) next_commit = off + 1;
     else open.emplace_back(off, done_);
+    position = off + 1;
   }
+  /// A commit of `off` failed: send it again at the next commit (due() offers it again).
+  void commit_failed(std::int64_t off) {
+    if (committed == off) committed = confirmed;
+  }
+  void commit_confirmed(std::int64_t off) { confirmed = std::max(confirmed, off); }
   /// Its token died. failed: the commit must not pass it (held until a restart).
   /// Returns true when the entry was found.
   bool ack(std::int64_t off, bool failed) {
@@ -117,6 +130,11 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   std::unique_ptr<RdKafka::KafkaConsumer> c;
   std::shared_ptr<ack_inbox> inbox = std::make_shared<ack_inbox>();
   std::unordered_map<std::int32_t, partition_track> parts;
+  /// Partitions of the last eager revoke (not lost), kept until the next assignment: a
+  /// partition assigned straight back to this split resumes at its position with its
+  /// in-flight records still tracked, instead of replaying from the committed offset
+  /// everything that sits in open windows downstream. Cleared by every assignment.
+  std::unordered_map<std::int32_t, partition_track> retained;
   std::unordered_map<std::int32_t, std::uint32_t> gens;
   std::deque<std::unique_ptr<RdKafka::Message>> stash;
   std::unique_ptr<RdKafka::Message> cur;
@@ -132,12 +150,18 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
 
   std::int32_t pid_of(const std::string& t, std::int32_t p) { return topics->id(t, p); }
 
+  /// The track of `pid`: assigned, else retained from the last revoke; null if neither.
+  partition_track* track_of(std::int32_t pid) {
+    if (auto it = parts.find(pid); it != parts.end()) return &it->second;
+    if (auto it = retained.find(pid); it != retained.end()) return &it->second;
+    return nullptr;
+  }
+
   void drain_acks() {
     inbox->drain(acks);
     for (const auto& a : acks) {
-      auto it = parts.find(a.pid);
-      if (it != parts.end() && it->second.gen == a.gen && it->second.ack(a.offset, a.failed) && a.failed)
-        bump(stats->held);
+      auto* t = track_of(a.pid);
+      if (t && t->gen == a.gen && t->ack(a.offset, a.failed) && a.failed) bump(stats->held);
     }
   }
 
@@ -164,7 +188,22 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
       bump(stats->commit_errors);
       if (std::getenv("RILL_KAFKA_DEBUG")) std::fprintf(stderr, "commit%s: %s\n", sync ? "Sync" : "Async", RdKafka::err2str(e).c_str());
     }
+    // A commit that failed (e.g. REBALANCE_IN_PROGRESS, coordinator down during a broker
+    // restart) is sent again by the next commit; else a partition that is fully done
+    // would never be committed to its end. Async results arrive in offset_commit_cb.
+    if (sync) settle_commits(e, offs);
+    else if (e != RdKafka::ERR_NO_ERROR) settle_commits(e, offs);
     free_list(offs);
+  }
+  /// Records the outcome of a commit request per partition (request error `e`, or the
+  /// partition's own error).
+  void settle_commits(RdKafka::ErrorCode e, const std::vector<RdKafka::TopicPartition*>& offs) {
+    for (const auto* tp : offs) {
+      auto* t = track_of(pid_of(tp->topic(), tp->partition()));
+      if (!t) continue;
+      if (e == RdKafka::ERR_NO_ERROR && tp->err() == RdKafka::ERR_NO_ERROR) t->commit_confirmed(tp->offset());
+      else t->commit_failed(tp->offset());
+    }
   }
 
   // ---- librdkafka callbacks (served inside consume(), on the worker) ----
@@ -178,14 +217,25 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     }
     const bool coop = consumer->rebalance_protocol() == "COOPERATIVE";
     if (e == RdKafka::ERR__ASSIGN_PARTITIONS) {
+      const auto kept = resumable(consumer, tps);
       for (auto* tp : tps) {
         const auto pid = pid_of(tp->topic(), tp->partition());
+        if (auto it = retained.find(pid); it != retained.end() && kept.count(pid)) {
+          // Straight back to us: same generation (in-flight acks still count), and read
+          // on from our position rather than from the committed offset.
+          partition_track t = std::move(it->second);
+          t.paused = false;
+          if (t.position >= 0) tp->set_offset(t.position);
+          parts[pid] = std::move(t);
+          continue;
+        }
         partition_track t;
         t.topic = tp->topic();
         t.partition = tp->partition();
         t.gen = ++gens[pid];
         parts[pid] = std::move(t);
       }
+      retained.clear();  // the rest went elsewhere: their late acks are ignored
       if (coop) {
         if (auto* er = consumer->incremental_assign(tps)) {
           err = "kafka_source: incremental_assign: " + er->str();
@@ -201,13 +251,22 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
       }
       return;
     }
-    // Revoke (or lost): commit what is done for these partitions, forget their in-flight
-    // records (late acks carry an old generation and are ignored), then give them up.
+    // Revoke (or lost): commit what is done for these partitions, then give them up. Their
+    // in-flight records are forgotten (late acks carry an old generation and are ignored)
+    // unless the next assignment hands a partition straight back (eager revoke, not lost:
+    // see `retained`).
     drain_acks();
     std::vector<std::int32_t> pids;
     for (auto* tp : tps) pids.push_back(pid_of(tp->topic(), tp->partition()));
-    if (!consumer->assignment_lost()) commit(true, &pids);
-    for (auto pid : pids) parts.erase(pid);
+    const bool lost = consumer->assignment_lost();
+    if (!lost) commit(true, &pids);
+    retained.clear();
+    for (auto pid : pids) {
+      auto it = parts.find(pid);
+      if (it == parts.end()) continue;
+      if (!lost && !coop) retained.emplace(pid, std::move(it->second));
+      parts.erase(it);
+    }
     std::erase_if(stash, [&](const auto& m) {
       return std::find(pids.begin(), pids.end(), pid_of(m->topic_name(), m->partition())) != pids.end();
     });
@@ -229,12 +288,39 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     }
   }
 
-  void offset_commit_cb(RdKafka::ErrorCode e, std::vector<RdKafka::TopicPartition*>&) override {
+  void offset_commit_cb(RdKafka::ErrorCode e, std::vector<RdKafka::TopicPartition*>& offs) override {
+    settle_commits(e, offs);
     if (e == RdKafka::ERR_NO_ERROR) bump(stats->commits);
     else if (e != RdKafka::ERR__NO_OFFSET) {
       bump(stats->commit_errors);
       if (std::getenv("RILL_KAFKA_DEBUG")) std::fprintf(stderr, "commit cb: %s\n", RdKafka::err2str(e).c_str());
     }
+  }
+
+  /// The retained partitions of `tps` this split may resume: those whose committed offset
+  /// on the broker is still the one this split last had confirmed (none = none). Anything
+  /// else means another member owned the partition in between (or our last commit's
+  /// outcome is unknown): then the partition starts afresh from the committed offset.
+  /// Blocks the worker for one OffsetFetch round trip (bounded), like the revoke commit.
+  std::unordered_set<std::int32_t> resumable(RdKafka::KafkaConsumer* consumer,
+                                                    const std::vector<RdKafka::TopicPartition*>& tps) {
+    std::unordered_set<std::int32_t> out;
+    std::vector<RdKafka::TopicPartition*> q;
+    for (auto* tp : tps)
+      if (retained.count(pid_of(tp->topic(), tp->partition())))
+        q.push_back(RdKafka::TopicPartition::create(tp->topic(), tp->partition()));
+    if (q.empty()) return out;
+    if (consumer->committed(q, 5000) == RdKafka::ERR_NO_ERROR) {
+      for (auto* tp : q) {
+        const auto pid = pid_of(tp->topic(), tp->partition());
+        const auto& t = retained.at(pid);
+        const auto broker = tp->offset() >= 0 ? tp->offset() : std::int64_t{-1};
+        if (tp->err() == RdKafka::ERR_NO_ERROR && broker == t.confirmed && t.committed == t.confirmed)
+          out.insert(pid);
+      }
+    }
+    free_list(q);
+    return out;
   }
 
   /// consume(0) once; returns a data message or null.

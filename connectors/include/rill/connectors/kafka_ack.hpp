@@ -27,7 +27,9 @@
 //   - the source commits, per partition, the lowest offset not yet done (Kafka's "next
 //     offset to read"): periodically, on revoke (synchronously) and on shutdown.
 //   - acks of a revoked partition carry an old generation and are ignored: its new owner
-//     reads from the committed offset (duplicates possible, losses not).
+//     reads from the committed offset (duplicates possible, losses not). Exception: an
+//     eager rebalance that hands the partition straight back to the same split keeps the
+//     generation, so those acks still count (kafka_source.hpp, "Eager rebalance").
 //
 // Thread safety: tokens are created on the split's worker and destroyed on any thread;
 // ack_inbox push from any thread (one mutex), drain on the split's worker.

@@ -39,7 +39,16 @@
 //     a restart. Commits: every commit_interval (async), on revoke (sync, before the
 //     partitions are given up; in-flight records of revoked partitions are forgotten and
 //     redelivered to the new owner), and on shutdown (sync, after waiting up to
-//     drain_timeout for what is in flight downstream, e.g. behind a key_by).
+//     drain_timeout for what is in flight downstream, e.g. behind a key_by). A commit
+//     that fails (rebalance in progress, coordinator away during a broker restart) is
+//     sent again by the next one.
+//   - Eager rebalance (the default protocol revokes every partition at each member join
+//     or leave): a revoked partition (not lost) that the next assignment hands straight
+//     back to the same split, with the broker's committed offset still the one this split
+//     last had confirmed, keeps its generation and its in-flight records, and the split
+//     reads on from its position: records sitting in open windows are not replayed.
+//     Checking that costs one OffsetFetch (up to 5 s, on the worker) in that assignment.
+//     Any other partition starts from the committed offset (duplicates, never losses).
 //   - Bad messages: a key/value deserialiser that throws sends the message to the error
 //     side output (topic, partition, offset, reason), counts it in stats().bad, and the
 //     offset is done: the partition goes on and is committed past it.
