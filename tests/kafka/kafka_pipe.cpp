@@ -31,8 +31,12 @@ int main(int argc, char** argv) {
   const auto slow = std::chrono::microseconds{std::atoll(argv[5])};
   const std::string mode = argc == 7 ? argv[6] : "map";
   auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = brokers, .topic = argv[3],
-                                                            // outlives a broker restart (BrokerRestart test)
-                                                            .delivery_timeout = std::chrono::milliseconds{120000}});
+                                                            // outlives a broker restart (BrokerRestart test):
+                                                            // scripts/kafka restart may take 30 s (clean stop)
+                                                            // + 90 s (start) on a loaded machine, and messages
+                                                            // produced just before the stop wait all of it plus
+                                                            // the reconnect backoff (librdkafka's default, 300 s)
+                                                            .delivery_timeout = std::chrono::milliseconds{300000}});
   rill::kafka_source<> src{{.brokers = brokers, .group = argv[4], .topics = {argv[2]},
                             .commit_interval = std::chrono::milliseconds{200},
                             // a killed member is noticed after 6 s (broker minimum), not 45 s
