@@ -119,11 +119,12 @@ struct timed_sink {
   void end(std::size_t w) { kafka->end(w); }
 };
 
-std::chrono::milliseconds parse_idle(const std::string& text) {
+/// "3s", "500ms", "0" -> milliseconds. Throws CLI::ValidationError naming `option`.
+std::chrono::milliseconds parse_ms(const std::string& text, const std::string& option) {
   static const std::regex re(R"(^\s*(\d+)\s*(ms|s)?\s*$)");
   std::smatch m;
   if (!std::regex_match(text, m, re) || m[1].length() > 9)
-    throw CLI::ValidationError("--idle-exit", "expected e.g. 3s or 500ms, got \"" + text + "\"");
+    throw CLI::ValidationError(option, "expected e.g. 3s or 500ms, got \"" + text + "\"");
   const long long n = std::stoll(m[1].str());
   return m[2].matched && m[2].str() == "ms" ? std::chrono::milliseconds{n} : std::chrono::seconds{n};
 }
@@ -146,7 +147,8 @@ std::string check_service(const std::string& url) {
 }
 
 int pipeline(const options& o, const enrich_settings& e, const std::string& url, bool in_process) {
-  const auto idle = parse_idle(o.idle_exit);
+  const auto idle = parse_ms(o.idle_exit, "--idle-exit");
+  const auto every = std::max(parse_ms(o.progress_interval, "--progress-interval"), std::chrono::milliseconds{20});
   rill::kafka_source<> src{{.brokers = o.brokers, .group = o.group, .topics = {o.from},
                             .commit_interval = 1s,
                             // a SIGKILLed instance's partitions move to a new one after 10 s, not 45 s
@@ -198,12 +200,12 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
       std::this_thread::sleep_for(20ms);
       const auto now = steady::now();
       const auto c = sst->consumed.load();
-      if (o.progress && now - tick >= 1s) {
+      if (o.progress && now - tick >= every) {
         const auto d = kafka->stats().delivered.load();
         std::cerr << "enrichment: progress consumed=" << c << " enriched=" << m->enriched.load()
                   << " delivered=" << d << " in_flight=" << m->in_flight.load()
                   << " undelivered=" << kafka->undelivered() << " failed=" << failed.load()
-                  << " commits=" << sst->commits.load() << " records_per_s="
+                  << " commits=" << sst->commits.load() << " pauses=" << sst->pauses.load() << " records_per_s="
                   << std::uint64_t(double(d - last_delivered) / std::chrono::duration<double>(now - tick).count())
                   << std::endl;
         last_delivered = d;
@@ -234,7 +236,7 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
   json summary = {{"consumed", sst->consumed.load()}, {"enriched", m->enriched.load()},
                   {"delivered", delivered}, {"enrich_failed", failed.load()},
                   {"delivery_failed", kafka->stats().failed.load()}, {"undelivered", kafka->undelivered()},
-                  {"commits", sst->commits.load()}, {"held", sst->held.load()},
+                  {"commits", sst->commits.load()}, {"held", sst->held.load()}, {"pauses", sst->pauses.load()},
                   {"active_s", active}, {"records_per_s", active > 0 ? double(delivered) / active : 0.0},
                   {"latency_ms_p50", lat->quantile_ms(0.5)}, {"latency_ms_p99", lat->quantile_ms(0.99)},
                   {"requests", m->requests.load()}, {"retries", m->retries.load()},
@@ -259,7 +261,8 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--idle-exit", o.idle_exit, "Kafka mode: stop after this long without input, e.g. 3s (0 = until SIGTERM)");
   app.add_option("--workers", o.workers, "Kafka mode: consumers in this process (default 1)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{64}));
-  app.add_flag("--progress", o.progress, "Kafka mode: a progress line on stderr every second");
+  app.add_flag("--progress", o.progress, "Kafka mode: a progress line on stderr every --progress-interval");
+  app.add_option("--progress-interval", o.progress_interval, "Kafka mode: e.g. 250ms (default 1s)");
 }
 
 int run(const options& o, const enrich_settings& e) {
@@ -272,7 +275,8 @@ int run(const options& o, const enrich_settings& e) {
     return 2;
   }
   try {
-    parse_idle(o.idle_exit);
+    parse_ms(o.idle_exit, "--idle-exit");
+    parse_ms(o.progress_interval, "--progress-interval");
     std::optional<rill::svc::enrichment_service> svc;
     std::string url = e.url;
     if (url.empty()) {

@@ -35,7 +35,8 @@ struct options {
   /// until SIGTERM/SIGINT). "3s", "500ms".
   std::string idle_exit = "0";
   std::size_t workers = 1;  ///< consumers (one per worker) in this process
-  bool progress = false;    ///< a progress line on stderr every second
+  bool progress = false;    ///< a progress line on stderr every progress_interval
+  std::string progress_interval = "1s";  ///< "250ms", "2s"
   bool active() const { return !brokers.empty() || !from.empty() || !to.empty(); }
 };
 
@@ -47,7 +48,8 @@ struct enrich_settings {
   bool cpprest = false;  ///< transport: cpprestsdk instead of Boost.Beast
 };
 
-/// Adds --brokers, --from, --to, --group, --idle-exit, --workers, --progress to `app`.
+/// Adds --brokers, --from, --to, --group, --idle-exit, --workers, --progress,
+/// --progress-interval to `app`.
 void add_options(CLI::App& app, options& o);
 
 /// Runs topic -> enrich -> topic until SIGTERM/SIGINT or --idle-exit; prints the summary

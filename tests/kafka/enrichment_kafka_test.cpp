@@ -235,28 +235,37 @@ TEST(EnrichmentKafka, SigkillWithEnrichRequestsInFlightThenRestartLosesNothing) 
   const std::string dir = RILL_TEST_BINARY_DIR;
   const std::vector<std::string> cmd{ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out,
                                      "--group", group, "--url", svc.url(), "--batch-size", "50",
-                                     "--max-in-flight", "4", "--progress"};
+                                     "--max-in-flight", "4", "--progress", "--progress-interval", "100ms"};
   const pid_t a = spawn(cmd, dir + "/enrc_a.json", dir + "/enrc_a.log");
   ASSERT_GT(a, 0);
-  // mid-run, and requests outstanding at the service right now
+  // Kill when all three hold: mid-run (1,500 outputs), the process's last progress line
+  // reports enrich batches in flight, and the service holds requests unanswered right now
+  // (read last, immediately before the kill; each waits 200 ms, so it is still there).
+  static const std::regex progress(R"(progress consumed=(\d+) .* in_flight=(\d+) )");
+  const std::string log_a_path = dir + "/enrc_a.log";
+  long long reported_in_flight = -1, reported_consumed = -1;
+  auto last_progress = [&] {
+    const std::string log = slurp(log_a_path);
+    for (std::sregex_iterator it(log.begin(), log.end(), progress), end; it != end; ++it) {
+      reported_consumed = std::stoll((*it)[1]);
+      reported_in_flight = std::stoll((*it)[2]);
+    }
+    return reported_in_flight;
+  };
   std::uint64_t outstanding = 0;
   const bool ready = kt::wait_for(
-      [&] { return end_offsets(out, 4) >= 1500 && (outstanding = svc.stats().concurrency) > 0; }, 120s);
+      [&] {
+        return end_offsets(out, 4) >= 1500 && last_progress() > 0 && (outstanding = svc.stats().concurrency) > 0;
+      },
+      120s);
   ASSERT_EQ(::kill(a, SIGKILL), 0);
   int st = 0;
   ::waitpid(a, &st, 0);
-  ASSERT_TRUE(ready) << slurp(dir + "/enrc_a.log");
+  ASSERT_TRUE(ready) << "in flight at the service " << outstanding << ", reported " << reported_in_flight << "\n"
+                     << slurp(log_a_path);
   EXPECT_TRUE(WIFSIGNALED(st));
   EXPECT_GT(outstanding, 0u) << "no enrich request outstanding at the kill";
-  // the process's own last report before the kill: its in-flight batches
-  static const std::regex progress(R"(progress consumed=(\d+) .* in_flight=(\d+) )");
-  const std::string log_a = slurp(dir + "/enrc_a.log");
-  long long reported_in_flight = -1, reported_consumed = -1;
-  for (std::sregex_iterator it(log_a.begin(), log_a.end(), progress), end; it != end; ++it) {
-    reported_consumed = std::stoll((*it)[1]);
-    reported_in_flight = std::stoll((*it)[2]);
-  }
-  EXPECT_GT(reported_in_flight, 0) << log_a;
+  EXPECT_GT(reported_in_flight, 0) << "the process reported no batch in flight";
   const auto at_kill = end_offsets(out, 4);
   EXPECT_LT(at_kill, n) << "killed too late to be mid-run";
 
@@ -284,5 +293,8 @@ TEST(EnrichmentKafka, SigkillWithEnrichRequestsInFlightThenRestartLosesNothing) 
             << ", lost " << lost << ", service saw " << svc.stats().keys << " keys\n";
   EXPECT_EQ(lost, 0);
   EXPECT_EQ(got.size(), std::size_t(n + dup));
+  // the records of the requests outstanding at the kill were never delivered, so never
+  // committed: the restart read them again and asked the service again (>= 1 key each)
+  EXPECT_GE(svc.stats().keys, std::uint64_t(n) + outstanding);
   svc.stop();
 }
