@@ -147,7 +147,7 @@ struct segments {
 struct options {
   std::uint64_t bytes = std::uint64_t{256} << 20;
   double rate_gbps = 0, real_per_s = 1000;
-  std::chrono::microseconds tick{50};  // paced: sleep between two writes
+  std::chrono::microseconds tick{250};  // paced: sleep between two writes (as streamed_sockets)
   bool disk = true, single = false;
   std::string dir = "/tmp/tcp_chain_baseline";
 };

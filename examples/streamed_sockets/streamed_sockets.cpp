@@ -50,7 +50,7 @@ struct config {
   std::uint64_t bytes = std::uint64_t{1} << 30;
   double rate_gbps = 0;      // generator: fake traffic target, GB/s; 0 = as fast as possible
   double real_per_s = 1000;  // generator: real requests per second
-  std::chrono::microseconds tick{50};  // generator, paced: time between two writes
+  std::chrono::microseconds tick{250};  // generator, paced: time between two writes
   bool nagle = false, quiet = false;
   std::size_t buffer_bytes = std::size_t{1} << 20;         // per TCP destination (bounded queue)
   std::uint64_t segment_records = std::uint64_t{1} << 20;  // 32 MiB segment files
