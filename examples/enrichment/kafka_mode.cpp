@@ -254,6 +254,14 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
 }  // namespace
 
 void add_options(CLI::App& app, options& o) {
+  app.footer(
+      "Kafka mode: enrichment --brokers 127.0.0.1:19092 --from keys --to enriched [--group G] [--progress]\n"
+      "  reads lookup keys (message value \"443/tcp\", \"10.1.2.3\") from --from, enriches them in batches\n"
+      "  through the service (--url, or in-process with --latency), writes {\"key\":\"443/tcp\",\n"
+      "  \"enriched\":\"https\",\"partition\":P,\"offset\":O} to --to with the input's key; commits an\n"
+      "  input offset after the delivery report of its output (at-least-once). Runs until SIGTERM or\n"
+      "  --idle-exit; summary JSON on stdout. Exit 0 ok, 1 enrichment/delivery failed, 2 bad arguments,\n"
+      "  broker or service unreachable.");
   app.add_option("--brokers", o.brokers, "Kafka mode: bootstrap servers HOST:PORT");
   app.add_option("--from", o.from, "Kafka mode: input topic; message value = lookup key (\"443/tcp\", \"10.1.2.3\")");
   app.add_option("--to", o.to, "Kafka mode: output topic; value {\"key\",\"enriched\",\"partition\",\"offset\"}");

@@ -53,9 +53,12 @@ struct enrich_settings {
 void add_options(CLI::App& app, options& o);
 
 /// Runs topic -> enrich -> topic until SIGTERM/SIGINT or --idle-exit; prints the summary
-/// (one JSON object) on stdout. Blocks. Returns the exit status: 0 everything consumed
-/// was enriched, delivered and committed; 1 an enrichment or a delivery failed for good,
-/// or records were left undelivered; 2 bad arguments, an unreachable broker or service URL.
+/// (one JSON object) on stdout, errors and --progress lines on stderr. Blocks the calling
+/// thread (call it from main; the runtime handles SIGINT/SIGTERM during the run). Returns
+/// the exit status: 0 everything consumed was enriched, delivered and committed; 1 an
+/// enrichment or a delivery failed for good, or records were left undelivered; 2 bad
+/// arguments, no broker answering within 10 s, or a service URL that does not answer
+/// POST [] with a JSON array within 5 s.
 int run(const options& o, const enrich_settings& e);
 
 }  // namespace enrichment_kafka

@@ -188,7 +188,7 @@ TEST(EnrichmentKafka, KafkaModeOutputEqualsKnownEnrichment) {
   ASSERT_EQ(where.size(), std::size_t(n));
   const std::string dir = RILL_TEST_BINARY_DIR, log = dir + "/enr_kafka.log", sum = dir + "/enr_kafka.json";
   const pid_t pid = spawn({ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out, "--group",
-                           group, "--idle-exit", "3s", "--latency", "20", "--batch-size", "50"},
+                           group, "--idle-exit", "5s", "--latency", "20", "--batch-size", "50"},
                           sum, log);
   ASSERT_GT(pid, 0);
   int st = 0;
@@ -297,4 +297,56 @@ TEST(EnrichmentKafka, SigkillWithEnrichRequestsInFlightThenRestartLosesNothing) 
   // committed: the restart read them again and asked the service again (>= 1 key each)
   EXPECT_GE(svc.stats().keys, std::uint64_t(n) + outstanding);
   svc.stop();
+}
+
+// A batch that fails for good (HTTP 503 on every attempt after the start check) is not
+// committed: the run exits 1 with nothing written and no offset committed past the failed
+// records; a restart against a healthy service (in-process) delivers every record.
+TEST(EnrichmentKafka, FailedEnrichmentIsNotCommittedAndIsReadAgainAfterRestart) {
+  RILL_NEED_BROKER();
+  const auto in = kt::unique("enrf-in"), out = kt::unique("enrf-out"), group = kt::unique("enrf-g");
+  kt::create_topic(in, 4);
+  kt::create_topic(out, 4);
+  constexpr int n = 200;
+  const auto data = data_set();
+  const auto where = produce_input(in, n, data);
+  ASSERT_EQ(where.size(), std::size_t(n));
+  // rate 0.999 from request 0: request 0 (the example's start check, POST []) is answered,
+  // the next 998 get 503 (service_options::faults, "exactly one in every 1/rate")
+  rill::svc::enrichment_service bad{{.faults = {{rill::svc::fault_kind::http_5xx, 0.999, 0}}}};
+  bad.start();
+  const std::string dir = RILL_TEST_BINARY_DIR;
+  const std::vector<std::string> common{ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out,
+                                        "--group", group, "--idle-exit", "5s", "--batch-size", "50"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto c = common;
+    c.insert(c.end(), extra.begin(), extra.end());
+    return c;
+  };
+  int st = 0;
+  const pid_t a = spawn(with({"--url", bad.url()}), dir + "/enrf_a.json", dir + "/enrf_a.log");
+  ASSERT_GT(a, 0);
+  ::waitpid(a, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << slurp(dir + "/enrf_a.log");
+  EXPECT_EQ(WEXITSTATUS(st), 1) << slurp(dir + "/enrf_a.log");
+  const json sa = last_json(dir + "/enrf_a.json");
+  ASSERT_TRUE(sa.is_object()) << slurp(dir + "/enrf_a.log");
+  EXPECT_EQ(sa["consumed"], n);
+  EXPECT_EQ(sa["enrich_failed"], n);
+  EXPECT_EQ(sa["delivered"], 0);
+  EXPECT_NE(slurp(dir + "/enrf_a.log").find("HTTP 503"), std::string::npos) << slurp(dir + "/enrf_a.log");
+  EXPECT_EQ(end_offsets(out, 4), 0);
+  for (long long c : kt::committed(group, in, 4)) EXPECT_LE(c, 0) << "committed past a failed record";
+  bad.stop();
+
+  const pid_t b = spawn(with({"--latency", "0"}), dir + "/enrf_b.json", dir + "/enrf_b.log");
+  ASSERT_GT(b, 0);
+  ::waitpid(b, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << slurp(dir + "/enrf_b.log");
+  EXPECT_EQ(WEXITSTATUS(st), 0) << slurp(dir + "/enrf_b.log");
+  const auto got = kt::consume_all(out, 4, std::size_t(n) + 1, 3000);
+  const auto [lost, dup] = tally(got, n, data, where);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(dup, 0);
+  EXPECT_EQ(kt::committed(group, in, 4), per_partition(where));
 }
