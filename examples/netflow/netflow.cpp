@@ -125,14 +125,17 @@ int main(int argc, char** argv) {
   std::size_t workers = 0;
   bool progress = false, rebalance = false;
   std::string enrich_url;
-  app.add_option("--input,-i", inputs, "capture file (pcap or pcapng); repeat for several inputs")
-      ->check(CLI::ExistingFile);
-  app.add_option("--interface", interface, "capture live from this interface instead (libpcap)");
+  auto* input_opt =
+      app.add_option("--input,-i", inputs, "capture file (pcap or pcapng); repeat for several inputs")
+          ->check(CLI::ExistingFile);
+  // One source or the other: both given is a usage error (exit 2), not a silent choice.
+  app.add_option("--interface", interface, "capture live from this interface instead (libpcap)")
+      ->excludes(input_opt);
   app.add_option("--window", window_text, "tumbling window length (e.g. 10s, 500ms)");
   app.add_option("--max-delay", delay_text, "maximum out-of-order delay (watermark lag)");
   app.add_option("--output,-o", output, "JSON lines output file, or - for stdout");
   app.add_option("--summary", summary_path, "write the summary JSON here (default: stderr)");
-  app.add_option("--workers,-w", workers, "worker threads (default: one per core)");
+  app.add_option("--workers,-w", workers, "worker threads (default or 0: one per core)");
   app.add_option("--topology", topology, "synthetic topology, e.g. \"2 nodes x 2 cores\"");
   app.add_flag("--progress", progress, "print a progress line on stderr every second");
   auto* enrich_opt = app.add_option("--enrich", enrich_url,

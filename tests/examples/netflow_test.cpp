@@ -280,7 +280,8 @@ TEST(netflow, bad_arguments_and_write_failures) {
   const auto capture = shared_pcaps / "dns_icmp.pcap";
   if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
   for (const char* args : {"--window 99999999999999999999s", "--window 9223372036854775808ns",
-                           "--max-delay abc", "--window -5s", "--workers abc", "--no-such-option"}) {
+                           "--max-delay abc", "--window -5s", "--workers abc", "--no-such-option",
+                           "--interface lo"}) {  // --interface with --input: one source only
     auto r = run_netflow("--input " + capture.string() + " " + args, "badarg");
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.stderr_text;
     EXPECT_FALSE(r.stderr_text.empty()) << args;
