@@ -32,7 +32,7 @@
 # 1 s first-delivery delay, inside its numbers.)
 #
 #   RILL_KAFKA_PORT=49092 scripts/kafka start
-#   bench/kafka_peers.sh   # env: BROKERS BUILD RECORDS ROUNDS PRIME PCAP WINDOW_MS DELAY_MS KS_STORE WORK
+#   bench/kafka_peers.sh   # env: BROKERS BUILD RECORDS ROUNDS PRIME PARTS PCAP WINDOW_MS DELAY_MS KS_STORE WORK
 #   RILL_KAFKA_PORT=49092 scripts/kafka stop
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +41,7 @@ build=${BUILD:-$root/build-h3}
 records=${RECORDS:-200000}
 rounds=${ROUNDS:-3}
 prime=${PRIME:-1}
+parts=${PARTS:-map flows}  # which parts to run
 pcap=${PCAP:-$root/../shared/data/pcap/echo-connections.pcap}
 window_ms=${WINDOW_MS:-1000}
 # max delay (Kafka Streams: grace) above the capture's span (6.5 s for echo-connections):
@@ -69,7 +70,9 @@ nf=$build/examples/netflow/netflow
 
 echo "kafka_peers: $(date -u +%FT%TZ), broker $brokers, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), work dir $work"
 
+status=0
 # ---------------- part 1: consume -> map -> produce ----------------
+if [[ " $parts " == *" map "* ]]; then
 in=peers-in-$tag
 "$build/bench/kafka_bench" --brokers "$brokers" --make-input "$in" --records "$records"
 results=$work/map.results
@@ -82,7 +85,6 @@ for r in $(seq "$rounds"); do
   echo "kafka_peers: map round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   if [ $((r % 2)) -eq 1 ]; then run_cpp; run_ks "$r"; else run_ks "$r"; run_cpp; fi
 done
-status=0
 python3 - "$results" "$records" "$rounds" <<'EOF' || status=1
 import re, statistics, sys
 path, n, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -115,7 +117,10 @@ bad = sum(r["ok"] != "1" for rs in runs.values() for r in rs)
 if bad: print(f"{bad} run(s) FAILED verification"); sys.exit(1)
 EOF
 
+fi
+
 # ---------------- part 2: netflow Kafka -> Kafka vs Kafka Streams FlowCount ----------------
+if [[ " $parts " == *" flows "* ]]; then
 packets=nf-packets-$tag
 # retention.ms=-1: the probe stamps each message with its capture time (2021 here), so with
 # the broker's default 7-day retention the next retention check (every 5 min) deletes them all
@@ -221,5 +226,6 @@ for r in sorted({x["r"] for x in rows}):
     if not same: bad += 1
 if bad: print(f"{bad} check(s) FAILED"); sys.exit(1)
 EOF
+fi
 echo "kafka_peers: done $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg), exit $status"
 exit $status
