@@ -150,6 +150,15 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
 
   std::int32_t pid_of(const std::string& t, std::int32_t p) { return topics->id(t, p); }
 
+  /// True while some assigned or retained partition has done offsets not yet committed
+  /// (nothing sent, or the last commit of them failed).
+  bool commit_pending() const {
+    for (const auto* m : {&parts, &retained})
+      for (const auto& [pid, t] : *m)
+        if (t.due() >= 0) return true;
+    return false;
+  }
+
   /// The track of `pid`: assigned, else retained from the last revoke; null if neither.
   partition_track* track_of(std::int32_t pid) {
     if (auto it = parts.find(pid); it != parts.end()) return &it->second;
@@ -495,6 +504,19 @@ void split_core::shutdown() {
   p.stash.clear();
   p.drain_acks();
   p.commit(true);
+  // A final commit the coordinator refused (REBALANCE_IN_PROGRESS while the group
+  // rebalances, or no coordinator yet) is sent again once the rebalance completed:
+  // serve the consumer meanwhile (rebalance callbacks; data messages are dropped unread,
+  // they were never emitted) and retry every 500 ms, for at most drain_timeout.
+  const auto until = std::chrono::steady_clock::now() + p.o.drain_timeout;
+  auto retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds{500};
+  while (p.commit_pending() && !p.fatal && std::chrono::steady_clock::now() < until) {
+    std::unique_ptr<RdKafka::Message> m(p.c->consume(100));
+    p.drain_acks();
+    if (std::chrono::steady_clock::now() < retry_at) continue;
+    retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds{500};
+    p.commit(true);
+  }
   // Leave the group only when every split of this source committed: an early leave would
   // start a rebalance that revokes the others' partitions before their final commit.
   p.topics->committed([impl = p_] {

@@ -41,7 +41,8 @@
 //     redelivered to the new owner), and on shutdown (sync, after waiting up to
 //     drain_timeout for what is in flight downstream, e.g. behind a key_by). A commit
 //     that fails (rebalance in progress, coordinator away during a broker restart) is
-//     sent again by the next one.
+//     sent again by the next one; the final one is retried while the group finishes a
+//     rebalance (the consumer is served meanwhile), for at most drain_timeout.
 //   - Eager rebalance (the default protocol revokes every partition at each member join
 //     or leave): a revoked partition (not lost) that the next assignment hands straight
 //     back to the same split, with the broker's committed offset still the one this split
@@ -169,6 +170,8 @@ class split_core {
   void keepalive();
   /// Drains acks and commits synchronously; closes the consumer once every split of the
   /// source did so (the last one closes all; else the last split's destructor). Idempotent.
+  /// Blocks: the commit round trip, and up to drain_timeout more while a refused commit
+  /// waits for a rebalance to complete.
   void shutdown();
   const std::string& error() const noexcept;
 
