@@ -32,7 +32,8 @@
 # 1 s first-delivery delay, inside its numbers.)
 #
 #   RILL_KAFKA_PORT=49092 scripts/kafka start
-#   bench/kafka_peers.sh   # env: BROKERS BUILD RECORDS ROUNDS PRIME PARTS PCAP WINDOW_MS DELAY_MS KS_STORE WORK
+#   bench/kafka_peers.sh   # env: BROKERS BUILD RECORDS ROUNDS PRIME CONSUMER_CONFIG PARTS PCAP WINDOW_MS DELAY_MS
+#                          #      KS_STORE WORK
 #   RILL_KAFKA_PORT=49092 scripts/kafka stop
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +43,10 @@ records=${RECORDS:-200000}
 rounds=${ROUNDS:-3}
 prime=${PRIME:-1}
 parts=${PARTS:-map flows}  # which parts to run
+# extra librdkafka consumer properties for the C++ map peers (kafka_bench --consumer-config),
+# e.g. CONSUMER_CONFIG=queued.min.messages=1000000 (see RESULTS.md: librdkafka 2.0.2's default
+# throttles a consume -> produce loop over 1 M records)
+consumer_config=${CONSUMER_CONFIG:-}
 pcap=${PCAP:-$root/../shared/data/pcap/echo-connections.pcap}
 window_ms=${WINDOW_MS:-1000}
 # max delay (Kafka Streams: grace) above the capture's span (6.5 s for echo-connections):
@@ -77,7 +82,8 @@ in=peers-in-$tag
 "$build/bench/kafka_bench" --brokers "$brokers" --make-input "$in" --records "$records"
 results=$work/map.results
 : >"$results"
-run_cpp() { "$build/bench/kafka_bench" --brokers "$brokers" --in "$in" --records "$records" --runs 1 --prime "$prime" 2>&1 >/dev/null |
+run_cpp() { "$build/bench/kafka_bench" --brokers "$brokers" --in "$in" --records "$records" --runs 1 --prime "$prime" \
+              ${consumer_config:+--consumer-config "$consumer_config"} 2>&1 >/dev/null |
               tee -a "$work/map.log" | grep '^RESULT' >>"$results" || true; }
 run_ks() { java -cp "$cp" dev.rill.bench.Map --brokers "$brokers" --in "$in" --records "$records" \
              --threads 1 --warmup 1 --runs 1 --tag "$tag-$1" 2>&1 | tee -a "$work/map.log" | grep '^RESULT' >>"$results" || true; }
