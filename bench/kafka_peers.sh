@@ -68,7 +68,7 @@ die() { echo "kafka_peers: $*" >&2; exit 1; }
 if [ ! -f "$ks/target/rill-kafka-streams-bench.jar" ]; then
   (cd "$ks" && mvn -B -q package) || die "mvn package in $ks failed"
 fi
-java -cp "$cp" dev.rill.bench.Tool count --brokers "$brokers" --topic __consumer_offsets >/dev/null 2>&1 ||
+java -cp "$cp" dev.rill.bench.Tool ping --brokers "$brokers" >/dev/null 2>&1 ||
   die "no broker answers on $brokers (RILL_KAFKA_PORT=${brokers##*:} scripts/kafka start)"
 tool() { java -cp "$cp" dev.rill.bench.Tool "$@"; }
 nf=$build/examples/netflow/netflow

@@ -15,6 +15,7 @@ import java.util.regex.Pattern;
  * <pre>
  *   Tool create --brokers B --topic T --partitions 4 [--config k=v,k=v]
  *   Tool count  --brokers B --topic T
+ *   Tool ping   --brokers B            (exit 0 when a broker answers within 10 s)
  *   Tool flows  --brokers B --topic T --mode sum|latest [--dump FILE]
  * </pre>
  * flows reads a topic of flow rows (JSON values with window_start_ns, packets, bytes; the
@@ -40,6 +41,13 @@ public final class Tool {
       System.exit(2);
     }
     String cmd = argv[0];
+    if (cmd.equals("ping")) {
+      var a = Common.args(java.util.Arrays.copyOfRange(argv, 1, argv.length), "Tool ping --brokers B");
+      try (var admin = Common.admin(Common.need(a, "brokers"))) {
+        admin.describeCluster().nodes().get(10, java.util.concurrent.TimeUnit.SECONDS);
+      }
+      return;
+    }
     var a = Common.args(java.util.Arrays.copyOfRange(argv, 1, argv.length), "Tool " + cmd + " --brokers B --topic T ...");
     String brokers = Common.need(a, "brokers"), topic = Common.need(a, "topic");
     switch (cmd) {
