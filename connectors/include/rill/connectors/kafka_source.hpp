@@ -23,8 +23,13 @@
 //     `cooperative` selects the cooperative-sticky assignor (incremental rebalances).
 //   - Polling: consume(0) from the worker loop, never blocking; `idle` when nothing came.
 //     Under backpressure (on_flush() == false) the driver of rill::from(kafka_source)
-//     pauses the split's assigned partitions and keeps calling consume(0), so the member
-//     is not evicted by max.poll.interval.ms; it resumes exactly the partitions it paused.
+//     first just stops consuming (re-checking every 500 µs). Blocked for pause_after or
+//     longer, it pauses the split's assigned partitions and keeps calling consume(0), so
+//     the member is not evicted by max.poll.interval.ms and rebalances are served; it
+//     resumes exactly the partitions it paused. Why not pause at once: a pause drops
+//     librdkafka's prefetched messages for those partitions and a resume waits for a new
+//     fetch, 0.3-0.6 s on the broker here — with enrich at 100 ms per request, pausing on
+//     every short stall held throughput at about a third (examples/enrichment Kafka mode).
 //     (With the generic rill::from(source_of) driver there is no polling while blocked.)
 //   - Event time: the message timestamp (ms, CreateTime or LogAppendTime), or
 //     event_time_from(f). record.position = {pid, offset}: pid is the Kafka partition
@@ -89,6 +94,9 @@ struct kafka_source_options {
   std::chrono::milliseconds commit_interval{5000};  ///< periodic async commit
   std::chrono::milliseconds start_timeout{10000};   ///< broker must answer metadata by then
   std::chrono::milliseconds drain_timeout{30000};   ///< end: wait for in-flight acks
+  /// Backpressure lasting this long pauses the partitions (shorter: consumption waits; a
+  /// rebalance or periodic commit waits at most this long while blocked).
+  std::chrono::milliseconds pause_after{1000};
   std::string offset_reset = "earliest";            ///< auto.offset.reset without commit
   bool cooperative = false;            ///< partition.assignment.strategy=cooperative-sticky
   std::map<std::string, std::string> config;        ///< extra librdkafka properties
@@ -297,19 +305,28 @@ template <class Reader, class T>
 class driver : public std::enable_shared_from_this<driver<Reader, T>> {
  public:
   driver(Reader r, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
-         stage_counters& c, std::chrono::milliseconds drain_timeout)
+         stage_counters& c, std::chrono::milliseconds drain_timeout,
+         std::chrono::milliseconds pause_after)
       : r_(std::move(r)), head_(head), input_(input), rt_(rt), w_(w), c_(c), timer_(w.context()),
-        drain_timeout_(drain_timeout) {}
+        drain_timeout_(drain_timeout), pause_after_(pause_after) {}
   void start() { step(); }
 
  private:
   void step() {
     if (ended_) return drain();
-    if (!head_->on_flush()) {  // backpressure: pause, keep the membership alive
-      r_.core().pause_all();
-      r_.core().keepalive();
+    if (!head_->on_flush()) {  // backpressure: wait; if it lasts, pause and keep polling
+      const auto now = std::chrono::steady_clock::now();
+      if (!blocked_) {
+        blocked_ = true;
+        blocked_since_ = now;
+      }
+      if (r_.core().paused() || now - blocked_since_ >= pause_after_) {
+        r_.core().pause_all();
+        r_.core().keepalive();
+      }
       return later(std::chrono::microseconds{500});
     }
+    blocked_ = false;
     if (r_.core().paused()) r_.core().resume_paused();
     if (rt_.stop_requested()) return finish();
     std::size_t n = 0;
@@ -367,8 +384,9 @@ class driver : public std::enable_shared_from_this<driver<Reader, T>> {
   stage_counters& c_;
   boost::asio::steady_timer timer_;
   event_time largest_ = event_time_min, sent_ = event_time_min;
-  std::chrono::milliseconds drain_timeout_;
-  std::chrono::steady_clock::time_point drain_until_{};
+  std::chrono::milliseconds drain_timeout_, pause_after_;
+  std::chrono::steady_clock::time_point drain_until_{}, blocked_since_{};
+  bool blocked_ = false;
   bool ended_ = false;
 };
 
@@ -394,7 +412,8 @@ stream<kafka_record<K, V>> from(kafka_source<K, V> src, std::string name = "kafk
         using R = typename kafka_source<K, V>::reader;
         auto d = std::make_shared<kafka_detail::driver<R, T>>(shared->open(mine[li]), head, li,
                                                               b.rt(), *ctx.w, ctx.metrics->at(idx, w),
-                                                              shared->options().drain_timeout);
+                                                              shared->options().drain_timeout,
+                                                              shared->options().pause_after);
         b.on_start(w, [d] { d->start(); });
       }
     }
