@@ -192,15 +192,27 @@ TEST(KafkaCrash, BrokerRestartMidRunLosesNothing) {
   for (int i = 0; i < n; ++i) ++per[kt::java_partition("k" + std::to_string(i), 4)];
   pid_t a = spawn({RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "300"});
   ASSERT_GT(a, 0);
+  // An ASSERT below returns early: the pipeline must not outlive the test.
+  struct reap {
+    pid_t& p;
+    ~reap() {
+      if (p > 0 && ::kill(p, SIGKILL) == 0) ::waitpid(p, nullptr, 0);
+    }
+  } reaper{a};
   ASSERT_TRUE(kt::wait_for([&] { return end_offsets(out, 4) >= 3000; }, 60s));
   const auto at_restart = end_offsets(out, 4);
-  ASSERT_EQ(std::system(RILL_KAFKA_SCRIPT " restart >/dev/null"), 0) << "scripts/kafka restart failed";
+  // Restart the broker the test talks to: the port of RILL_KAFKA_BROKERS, not the script's
+  // default (a private broker on another port must not make it restart someone else's).
+  const auto b = kt::brokers();
+  const std::string restart = "RILL_KAFKA_PORT=" + b.substr(b.rfind(':') + 1) + " " RILL_KAFKA_SCRIPT " restart >/dev/null";
+  ASSERT_EQ(std::system(restart.c_str()), 0) << "scripts/kafka restart failed: " << restart;
   EXPECT_LT(at_restart, n) << "restarted too late to be mid-run";
   EXPECT_TRUE(kt::wait_for([&] { return kt::committed(group, in, 4) == per; }, 120s))
       << "committed " << ::testing::PrintToString(kt::committed(group, in, 4));
   ASSERT_EQ(::kill(a, SIGTERM), 0);
   int st = 0;
   ::waitpid(a, &st, 0);
+  a = -1;  // reaped
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
   const auto got = kt::consume_all(out, 4, std::size_t(-1), 3000);
