@@ -7,10 +7,19 @@
 # Prints the generator's latency line and the terminator's GB/s, then checks that the
 # indexer's and forwarder's segment files have the same MD5 (unless --no-disk).
 # Default: 1 GiB as fast as possible, 1000 real requests/s, disk on.
+# Exit status: 0 ok; 1 a role failed (its log is printed and the other roles are stopped)
+# or the copies differ; 2 bad arguments. --bytes must be a positive multiple of 32 (the
+# record size). Logs go to --work DIR (kept), or to a temporary directory removed after a
+# successful run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bytes=$((1 << 30)); rate=0; tick=(); real=1000; disk=1; nagle=(); bin=""; work=""; base=7100
+usage() { echo "streamed_sockets.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
+  case $1 in
+    --no-disk|--nagle) ;;
+    --*) [ $# -ge 2 ] || usage "$1 needs a value";;
+  esac
   case $1 in
     --bytes) bytes=$2; shift 2;;
     --rate) rate=$2; shift 2;;
@@ -21,14 +30,22 @@ while [ $# -gt 0 ]; do
     --bin) bin=$2; shift 2;;
     --work) work=$2; shift 2;;
     --base-port) base=$2; shift 2;;
-    *) echo "unknown argument $1" >&2; exit 2;;
+    *) usage "unknown argument $1";;
   esac
 done
+num='^[0-9]+([.][0-9]+)?$'
+[[ $bytes =~ ^[0-9]+$ ]] && [ "$bytes" -gt 0 ] && [ $((bytes % 32)) = 0 ] \
+  || usage "--bytes must be a positive multiple of 32 (the record size), got '$bytes'"
+[[ $rate =~ $num ]] || usage "--rate must be a number of GB/s >= 0 (0 = as fast as possible), got '$rate'"
+[[ $real =~ $num ]] && awk "BEGIN { exit !($real > 0) }" || usage "--real-rate must be a number > 0, got '$real'"
+[ ${#tick[@]} = 0 ] || { [[ ${tick[1]} =~ ^[0-9]+$ ]] && [ "${tick[1]}" -gt 0 ]; } || usage "--tick must be a whole number of µs > 0, got '${tick[1]}'"
+[[ $base =~ ^[0-9]+$ ]] && [ "$base" -ge 1 ] && [ "$base" -le 65530 ] || usage "--base-port must be 1..65530, got '$base'"
 if [ -z "$bin" ]; then
   for b in "$root"/build*/examples/streamed_sockets/streamed_sockets; do [ -x "$b" ] && bin=$b && break; done
 fi
 [ -x "$bin" ] || { echo "streamed_sockets binary not found (build it or pass --bin)" >&2; exit 2; }
-work=${work:-$(mktemp -d /tmp/streamed_sockets.XXXXXX)}
+own_work=0
+[ -n "$work" ] || { work=$(mktemp -d /tmp/streamed_sockets.XXXXXX); own_work=1; }
 mkdir -p "$work"; rm -rf "$work/indexer" "$work/forwarder"
 L=127.0.0.1
 p_gen=$base p_idx=$((base+1)) p_fwd=$((base+2)) p_proc=$((base+3)) p_term=$((base+4)) p_tap=$((base+5))
@@ -36,16 +53,30 @@ dir_idx=(); dir_fwd=()
 if [ $disk = 1 ]; then dir_idx=(--dir "$work/indexer"); dir_fwd=(--dir "$work/forwarder"); fi
 
 pids=()
+declare -A role_of
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-"$bin" --role terminator --in listen:$L:$p_term --back listen:$L:$p_tap >"$work/terminator.log" 2>&1 & t_pid=$!; pids+=($t_pid)
-"$bin" --role processor --in listen:$L:$p_proc --out connect:$L:$p_term --back connect:$L:$p_gen "${nagle[@]}" >"$work/processor.log" 2>&1 & pids+=($!)
-"$bin" --role forwarder --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_fwd[@]}" "${nagle[@]}" >"$work/forwarder.log" 2>&1 & pids+=($!)
-"$bin" --role generator --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" "${tick[@]}" --real-rate "$real" "${nagle[@]}" >"$work/generator.log" 2>&1 & g_pid=$!; pids+=($g_pid)
-"$bin" --role indexer --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}" >"$work/indexer.log" 2>&1 & pids+=($!)
+"$bin" --role terminator --in listen:$L:$p_term --back listen:$L:$p_tap >"$work/terminator.log" 2>&1 & pids+=($!); role_of[$!]=terminator
+"$bin" --role processor --in listen:$L:$p_proc --out connect:$L:$p_term --back connect:$L:$p_gen "${nagle[@]}" >"$work/processor.log" 2>&1 & pids+=($!); role_of[$!]=processor
+"$bin" --role forwarder --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_fwd[@]}" "${nagle[@]}" >"$work/forwarder.log" 2>&1 & pids+=($!); role_of[$!]=forwarder
+"$bin" --role generator --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" "${tick[@]}" --real-rate "$real" "${nagle[@]}" >"$work/generator.log" 2>&1 & pids+=($!); role_of[$!]=generator
+"$bin" --role indexer --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}" >"$work/indexer.log" 2>&1 & pids+=($!); role_of[$!]=indexer
 
+# Wait for the roles in the order they end; the first that fails stops the rest (the
+# others would wait for their peer forever) and its log is shown.
 status=0
-for p in "${pids[@]}"; do wait "$p" || status=1; done
+left=("${pids[@]}")
+while [ ${#left[@]} -gt 0 ]; do
+  done_pid=""
+  if wait -n -p done_pid "${left[@]}"; then rc=0; else rc=$?; fi
+  [ -n "$done_pid" ] || break
+  rest=(); for p in "${left[@]}"; do [ "$p" = "$done_pid" ] || rest+=("$p"); done; left=("${rest[@]}")
+  if [ $rc != 0 ]; then
+    echo "streamed_sockets.sh: the ${role_of[$done_pid]} exited with status $rc; stopping the other roles. Its log ($work/${role_of[$done_pid]}.log):" >&2
+    cat "$work/${role_of[$done_pid]}.log" >&2
+    exit 1
+  fi
+done
 trap - EXIT
 cat "$work"/generator.log "$work"/indexer.log "$work"/forwarder.log "$work"/processor.log "$work"/terminator.log
 # CPU of the five processes (bash `times`: children's user and system time), before the MD5.
@@ -61,4 +92,5 @@ if [ $disk = 1 ]; then
   if [ "$a" = "$b" ] && [ "$n" = "$bytes" ]; then echo "md5: MATCH"; else echo "md5: MISMATCH"; status=1; fi
   rm -rf "$work/indexer" "$work/forwarder"
 fi
+[ $status != 0 ] || [ $own_work = 0 ] || rm -rf "$work"
 exit $status
