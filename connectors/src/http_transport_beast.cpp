@@ -31,6 +31,7 @@ class http_category_impl final : public std::error_category {
       case http_errc::http_status: return "HTTP status not 2xx";
       case http_errc::malformed_response: return "malformed answer";
       case http_errc::wrong_length: return "answer has the wrong length";
+      case http_errc::bad_key: return "key cannot be encoded as JSON";
       case http_errc::other: return "I/O error";
     }
     return "unknown http error";

@@ -159,7 +159,7 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
       rill::kafka_sink_options{.brokers = o.brokers, .topic = o.to},
       [](const out_row& r) { return rill::kafka_message_out{r.key, r.value}; });
   auto m = std::make_shared<rill::enrich_metrics>();
-  std::atomic<std::uint64_t> failed{0};
+  std::atomic<std::uint64_t> failed{0}, undecodable{0};
 
   auto items = rill::from(std::move(src)).map([lat](in_rec&& r) {
     const auto now = steady::now();
@@ -181,7 +181,16 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
                                   it.consumed};
                  },
                  // failed for good: not committed past in this run, read again after a restart
-                 [&failed](rill::record<item>&& r, const rill::enrich_error& err) {
+                 [&failed, &undecodable, &o](rill::record<item>&& r, const rill::enrich_error& err) {
+                   // A key that cannot be encoded (invalid UTF-8) fails the same way on every
+                   // read: like a poison message, it is reported with its position, counted,
+                   // and committed past (its ack is released as done), so the partition goes on.
+                   if (err.code == rill::http_errc::bad_key) {
+                     if (undecodable.fetch_add(1) < 10)
+                       std::cerr << "enrichment: " << o.from << " partition " << r.value.partition << " offset "
+                                 << r.value.offset << ": " << err.reason << " (counted as undecodable, skipped)\n";
+                     return;
+                   }
                    if (r.ack) r.ack->fail();
                    if (failed.fetch_add(1) == 0)
                      std::cerr << "enrichment: " << r.value.lookup << " (partition " << r.value.partition
@@ -234,7 +243,7 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
   const double active = lat->active_s();
   const auto delivered = kafka->stats().delivered.load();
   json summary = {{"consumed", sst->consumed.load()}, {"enriched", m->enriched.load()},
-                  {"delivered", delivered}, {"enrich_failed", failed.load()},
+                  {"delivered", delivered}, {"enrich_failed", failed.load()}, {"undecodable", undecodable.load()},
                   {"delivery_failed", kafka->stats().failed.load()}, {"undelivered", kafka->undelivered()},
                   {"commits", sst->commits.load()}, {"held", sst->held.load()}, {"pauses", sst->pauses.load()},
                   {"active_s", active}, {"records_per_s", active > 0 ? double(delivered) / active : 0.0},
@@ -266,7 +275,8 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--from", o.from, "Kafka mode: input topic; message value = lookup key (\"443/tcp\", \"10.1.2.3\")");
   app.add_option("--to", o.to, "Kafka mode: output topic; value {\"key\",\"enriched\",\"partition\",\"offset\"}");
   app.add_option("--group", o.group, "Kafka mode: consumer group (default enrichment)");
-  app.add_option("--idle-exit", o.idle_exit, "Kafka mode: stop after this long without input, e.g. 3s (0 = until SIGTERM)");
+  app.add_option("--idle-exit", o.idle_exit, "Kafka mode: stop after this long without input, e.g. 3s (0 = until SIGTERM); "
+                 "before the first record 10x as long (joining the group takes seconds)");
   app.add_option("--workers", o.workers, "Kafka mode: consumers in this process (default 1)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{64}));
   app.add_flag("--progress", o.progress, "Kafka mode: a progress line on stderr every --progress-interval");

@@ -350,3 +350,49 @@ TEST(EnrichmentKafka, FailedEnrichmentIsNotCommittedAndIsReadAgainAfterRestart) 
   EXPECT_EQ(dup, 0);
   EXPECT_EQ(kt::committed(group, in, 4), per_partition(where));
 }
+
+// A poison value: one message of 101 holds bytes that are not UTF-8, so it cannot be sent
+// as a JSON string. Expected (README, Kafka mode): reported with topic, partition 0 and
+// offset 50, counted as undecodable, committed past; the 100 others are enriched with
+// their known values; exit 0. (Before the fix the JSON encoder threw and the job stopped
+// with nothing written and nothing committed, on every restart.)
+TEST(EnrichmentKafka, PoisonValueIsReportedCountedAndCommittedPast) {
+  RILL_NEED_BROKER();
+  const auto in = kt::unique("enrp-in"), out = kt::unique("enrp-out"), group = kt::unique("enrp-g");
+  kt::create_topic(in, 1);
+  kt::create_topic(out, 1);
+  const auto data = data_set();
+  std::vector<std::pair<std::string, std::string>> kv;
+  for (int i = 0; i < 101; ++i)
+    kv.emplace_back("k" + std::to_string(i),
+                    i == 50 ? std::string("\x00\xff\xfe\"\\\n", 6) : data[i % data.size()].lookup);
+  kt::produce(in, kv);
+  const std::string dir = RILL_TEST_BINARY_DIR;
+  const pid_t a = spawn({ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out, "--group", group,
+                         "--idle-exit", "5s", "--latency", "0"},
+                        dir + "/enrp.json", dir + "/enrp.log");
+  ASSERT_GT(a, 0);
+  int st = 0;
+  ::waitpid(a, &st, 0);
+  const auto log = slurp(dir + "/enrp.log");
+  ASSERT_TRUE(WIFEXITED(st)) << log;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << log;
+  const json s = last_json(dir + "/enrp.json");
+  ASSERT_TRUE(s.is_object()) << log;
+  EXPECT_EQ(s["consumed"], 101);
+  EXPECT_EQ(s["delivered"], 100);
+  EXPECT_EQ(s["undecodable"], 1);
+  EXPECT_EQ(s["enrich_failed"], 0);
+  EXPECT_NE(log.find(in + " partition 0 offset 50: key cannot be encoded as JSON"), std::string::npos) << log;
+  EXPECT_EQ(kt::committed(group, in, 1), (std::vector<long long>{101}));
+  const auto got = kt::consume_all(out, 1, 101, 3000);
+  ASSERT_EQ(got.size(), 100u);
+  for (const auto& m : got) {
+    ASSERT_TRUE(m.key);
+    const int i = std::stoi(m.key->substr(1));
+    EXPECT_NE(i, 50);
+    const json v = json::parse(m.value);
+    EXPECT_EQ(v["key"], data[i % data.size()].lookup) << *m.key;
+    EXPECT_EQ(v["enriched"], data[i % data.size()].expected) << *m.key;
+  }
+}

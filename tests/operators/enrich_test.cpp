@@ -171,6 +171,38 @@ TEST_P(enrich, batches_by_size) {
   EXPECT_EQ(rep.stage("enrich").out, 1000u);
 }
 
+// Hostile keys: 2 of 22 are not valid UTF-8 (a lone 0xFF byte; a truncated 2-byte
+// sequence), which nlohmann::json refuses to encode. They go to the error output at once
+// with bad_key and attempts 0, never to the service; the 20 good keys are enriched in
+// order with their known values (one request of 20), and nothing is lost.
+TEST_P(enrich, key_that_is_not_json_goes_to_the_error_output) {
+  rill::svc::enrichment_service s;
+  s.start();
+  auto o = opts(s);
+  o.batch_size = 100;
+  auto in = keys(20);
+  in.insert(in.begin() + 5, {std::string("\xff/tcp"), rill::event_time{std::chrono::milliseconds{5}}});
+  in.insert(in.begin() + 15, {std::string("80/t\xc3"), rill::event_time{std::chrono::milliseconds{14}}});
+  auto rep = run_enrich(rill::vector_source<std::string>{in}, o, c);
+  ASSERT_EQ(c->out.size(), 20u);
+  for (std::size_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(c->out[i].first, known_ports[i].first) << i;
+    EXPECT_EQ(c->out[i].second, known_ports[i].second) << i;
+  }
+  ASSERT_EQ(c->errors.size(), 2u);
+  EXPECT_EQ(c->errors[0].first, "\xff/tcp");
+  EXPECT_EQ(c->errors[1].first, "80/t\xc3");
+  for (auto& [k, e] : c->errors) {
+    EXPECT_EQ(e.code, make_error_code(rill::http_errc::bad_key));
+    EXPECT_EQ(e.attempts, 0u);
+    EXPECT_NE(e.reason.find("UTF-8"), std::string::npos) << e.reason;
+  }
+  EXPECT_EQ(s.stats().requests, 1u);
+  EXPECT_EQ(m->failed_records.load(), 2u);
+  EXPECT_EQ(rep.stage("enrich").in, 22u);
+  EXPECT_EQ(rep.stage("enrich").out, 20u);
+}
+
 // 5 keys, then the source waits until the service saw a request: only linger can send
 // that partial batch. Then 5 more and end of input. Expect 2 requests of 5.
 TEST_P(enrich, batches_by_linger) {

@@ -53,6 +53,8 @@ enum class http_errc {
                         ///< the caller expects (set by callers such as enrich)
   wrong_length,         ///< the answer's array length differs from the request's (enrich)
   other,                ///< any other I/O error (detail has the system message)
+  bad_key,              ///< a record's key cannot be encoded as JSON (e.g. invalid UTF-8):
+                        ///< never sent (enrich); permanent, retrying cannot help
 };
 const std::error_category& http_category() noexcept;
 inline std::error_code make_error_code(http_errc e) noexcept {

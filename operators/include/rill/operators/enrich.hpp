@@ -30,6 +30,9 @@
 // every record of the batch goes to the error side output with the reason. Nothing is
 // lost silently and nothing is emitted twice: a record leaves exactly once, downstream or
 // to the side output. End of input is forwarded only after every outstanding batch ended.
+// A record whose key cannot be encoded as JSON (nlohmann::json throws, e.g. a string key
+// with invalid UTF-8) is never sent: it goes to the error side output at once with
+// http_errc::bad_key, attempts 0, and the stream goes on.
 //
 // Order: `ordered` emits records in input order per instance (a slow batch holds later
 // ones back); `unordered` emits each batch as soon as its answer arrives. Progress sent
@@ -177,10 +180,22 @@ class enrich_stage final : public stage_in<T> {
 
   void on_record(std::size_t, record<T>&& r) override {
     c_->add(c_->in);
-    std::string k = nlohmann::json(key_(static_cast<const T&>(r.value))).dump();
+    std::string k;
+    std::string bad;
+    try {
+      k = nlohmann::json(key_(static_cast<const T&>(r.value))).dump();
+    } catch (const nlohmann::json::exception& e) {  // e.g. invalid UTF-8 in a string key
+      bad = e.what();
+    }
     const std::uint64_t seq = base_ + slots_.size();
     pending_times_.insert(r.time);
     slots_.push_back(slot{std::move(r), false});
+    if (!bad.empty()) {  // never sent: straight to the error output, the rest goes on
+      m_->failed_records.fetch_add(1, std::memory_order_relaxed);
+      fail(seq, {make_error_code(http_errc::bad_key), "key cannot be encoded as JSON: " + bad, 0});
+      drain();
+      return;
+    }
     if (o_.cache_entries) {
       auto it = cache_.find(k);
       if (it != cache_.end()) {
