@@ -6,6 +6,7 @@
 #include <librdkafka/rdkafkacpp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -376,11 +377,35 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
   // Bounded wait for a broker (issue 5: "broker unreachable at start gives a clear error").
   RdKafka::Metadata* md = nullptr;
   const auto e = p_->c->metadata(true, nullptr, &md, int(o.start_timeout.count()));
-  delete md;
+  std::unique_ptr<RdKafka::Metadata> md_owner(md);
   if (e != RdKafka::ERR_NO_ERROR) {
     p_->c->close();
     throw std::runtime_error("kafka_source: no broker of '" + o.brokers + "' answered within " +
                              std::to_string(o.start_timeout.count()) + " ms: " + RdKafka::err2str(e));
+  }
+  // Named topics (not '^' patterns): a name Kafka would refuse is an error; so is a topic the
+  // cluster does not have, unless require_topics is off (then the split waits for it).
+  for (const auto& t : o.topics) {
+    if (t.empty() || t[0] == '^') continue;
+    const bool legal = t.size() <= 249 && t != "." && t != ".." &&
+                       std::all_of(t.begin(), t.end(), [](char ch) {
+                         return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+                       });
+    if (!legal) {
+      p_->c->close();
+      throw std::runtime_error("kafka_source: '" + t +
+                               "' is not a legal Kafka topic name (1-249 characters of a-z A-Z 0-9 . _ -)");
+    }
+    if (!o.require_topics) continue;
+    const auto* ts = md->topics();
+    const bool known = std::any_of(ts->begin(), ts->end(), [&](const RdKafka::TopicMetadata* tm) {
+      return tm->topic() == t && tm->err() == RdKafka::ERR_NO_ERROR;
+    });
+    if (!known) {
+      p_->c->close();
+      throw std::runtime_error("kafka_source: topic '" + t + "' does not exist on '" + o.brokers +
+                               "' (create it first, or set require_topics = false to wait for it)");
+    }
   }
   if (const auto se = p_->c->subscribe(o.topics); se != RdKafka::ERR_NO_ERROR)
     throw std::runtime_error("kafka_source: subscribe: " + RdKafka::err2str(se));

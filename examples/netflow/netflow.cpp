@@ -17,6 +17,8 @@
 // "a_class"/"b_class" (IANA special-purpose address registries) to every row, through
 // three batched enrich stages; without URL an enrichment service runs in-process.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -165,15 +167,24 @@ int main(int argc, char** argv) {
   if (inputs.empty() && interface.empty()) inputs = default_inputs;
   if (kafka.active()) return netflow_kafka::run(kafka, inputs, window, delay, workers, topology);
 
-  std::ofstream file;
+  // Both files are created before the job runs: one that cannot be created is a bad
+  // argument (exit 2, with the OS error); a write that fails later is exit 1.
+  std::ofstream file, summary_file;
   std::ostream* out = &std::cout;
   if (output != "-") {
     file.open(output);
     if (!file) {
-      std::cerr << "netflow: cannot write --output " << output << '\n';
+      std::cerr << "netflow: cannot create --output " << output << ": " << std::strerror(errno) << '\n';
       return 2;
     }
     out = &file;
+  }
+  if (!summary_path.empty() && summary_path != "-") {
+    summary_file.open(summary_path);
+    if (!summary_file) {
+      std::cerr << "netflow: cannot create --summary " << summary_path << ": " << std::strerror(errno) << '\n';
+      return 2;
+    }
   }
 
   try {
@@ -273,7 +284,7 @@ int main(int argc, char** argv) {
     if (summary_path.empty() || summary_path == "-") {
       std::cerr << summary.dump() << '\n';
     } else {
-      std::ofstream f(summary_path);
+      auto& f = summary_file;
       f << summary.dump(1) << '\n';
       f.flush();
       if (!f) {

@@ -52,7 +52,8 @@ result run_netflow(const std::string& args, const std::string& tag) {
   r.output_text = slurp(out);
   std::istringstream lines(r.output_text);
   for (std::string line; std::getline(lines, line);) r.lines.push_back(json::parse(line));
-  if (fs::exists(sum)) r.summary = json::parse(slurp(sum));
+  // created at start (an uncreatable --summary is exit 2), so empty when the run failed early
+  if (fs::exists(sum) && fs::file_size(sum) > 0) r.summary = json::parse(slurp(sum));
   return r;
 }
 
@@ -281,7 +282,8 @@ TEST(netflow, bad_arguments_and_write_failures) {
   if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
   for (const char* args : {"--window 99999999999999999999s", "--window 9223372036854775808ns",
                            "--max-delay abc", "--window -5s", "--workers abc", "--no-such-option",
-                           "--interface lo"}) {  // --interface with --input: one source only
+                           "--interface lo",  // --interface with --input: one source only
+                           "--summary /nonexistent-dir/s.json"}) {  // cannot be created
     auto r = run_netflow("--input " + capture.string() + " " + args, "badarg");
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.stderr_text;
     EXPECT_FALSE(r.stderr_text.empty()) << args;

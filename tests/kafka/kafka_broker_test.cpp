@@ -168,6 +168,36 @@ TEST(KafkaBroker, UnreachableBrokerFailsFastWithClearError) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
+// A named topic with an illegal name, or one the cluster does not have, is an error at
+// start naming it (as Kafka Streams' missing source topic error), not a silent empty run;
+// with require_topics = false a missing topic is waited for (run ends by stop request).
+TEST(KafkaBroker, IllegalOrMissingTopicFailsAtStartNamingIt) {
+  RILL_NEED_BROKER();
+  const auto missing = kt::unique("missing");
+  for (const auto& [topic, want] : std::vector<std::pair<std::string, std::string>>{
+           {"bad topic name!", "'bad topic name!' is not a legal Kafka topic name"},
+           {std::string(250, 'x'), "is not a legal Kafka topic name"},
+           {missing, "topic '" + missing + "' does not exist on '" + kt::brokers() + "'"}}) {
+    rill::kafka_source<> src{{.brokers = kt::brokers(), .group = kt::unique("g"), .topics = {topic}}};
+    rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
+    try {
+      rt.run(rill::from(std::move(src)).sink([](rec&&) {}));
+      ADD_FAILURE() << "no error for " << topic;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  rill::kafka_source<> waits{{.brokers = kt::brokers(), .group = kt::unique("g"), .topics = {missing},
+                              .require_topics = false}};
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(2s);
+    rt.request_stop();
+  });
+  EXPECT_NO_THROW(rt.run(rill::from(std::move(waits)).sink([](rec&&) {})));
+  stopper.join();
+}
+
 // Poison message: an undecodable value goes to the error side output with topic,
 // partition and offset; the partition goes on and its offset is committed past it.
 TEST(KafkaBroker, PoisonMessageGoesToErrorOutputAndIsCommittedPast) {

@@ -59,7 +59,8 @@
 //     side output (topic, partition, offset, reason), counts it in stats().bad, and the
 //     offset is done: the partition goes on and is committed past it.
 //   - Errors: open() throws std::runtime_error naming the brokers when no broker answers
-//     a metadata request within start_timeout. Later broker errors are retried by
+//     a metadata request within start_timeout, naming the topic when a named topic has an
+//     illegal name or (require_topics, the default) does not exist. Later broker errors are retried by
 //     librdkafka and counted in stats().transient_errors; fatal ones end the split with
 //     poll_status::error (message in report.errors).
 //
@@ -97,6 +98,10 @@ struct kafka_source_options {
   /// Backpressure lasting this long pauses the partitions (shorter: consumption waits; a
   /// rebalance or periodic commit waits at most this long while blocked).
   std::chrono::milliseconds pause_after{1000};
+  /// Every named topic (not a '^' pattern) must exist when the source starts, else the
+  /// constructor throws std::runtime_error naming it (as Kafka Streams' missing source topic
+  /// error). false: wait for it to be created. An illegal name always throws.
+  bool require_topics = true;
   std::string offset_reset = "earliest";            ///< auto.offset.reset without commit
   bool cooperative = false;            ///< partition.assignment.strategy=cooperative-sticky
   std::map<std::string, std::string> config;        ///< extra librdkafka properties
