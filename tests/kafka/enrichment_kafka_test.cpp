@@ -104,20 +104,6 @@ json last_json(const std::string& path) {
   return j;
 }
 
-/// Sum of the high watermarks of partitions 0..n-1.
-long long end_offsets(const std::string& topic, int n) {
-  std::string err;
-  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  c->set("bootstrap.servers", kt::brokers(), err);
-  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), err));
-  long long sum = 0;
-  for (int i = 0; i < n; ++i) {
-    int64_t lo = 0, hi = 0;
-    if (p->query_watermark_offsets(topic, i, &lo, &hi, 5000) == RdKafka::ERR_NO_ERROR) sum += hi;
-  }
-  return sum;
-}
-
 /// Produces n records "k<i>" -> data[i % size].lookup (by key over 4 partitions) and reads
 /// them back with an independent consumer: key -> (partition, offset).
 std::map<std::string, std::pair<int, long long>> produce_input(const std::string& in, int n,
@@ -255,7 +241,7 @@ TEST(EnrichmentKafka, SigkillWithEnrichRequestsInFlightThenRestartLosesNothing) 
   std::uint64_t outstanding = 0;
   const bool ready = kt::wait_for(
       [&] {
-        return end_offsets(out, 4) >= 1500 && last_progress() > 0 && (outstanding = svc.stats().concurrency) > 0;
+        return kt::end_offsets(out, 4) >= 1500 && last_progress() > 0 && (outstanding = svc.stats().concurrency) > 0;
       },
       120s);
   ASSERT_EQ(::kill(a, SIGKILL), 0);
@@ -266,7 +252,7 @@ TEST(EnrichmentKafka, SigkillWithEnrichRequestsInFlightThenRestartLosesNothing) 
   EXPECT_TRUE(WIFSIGNALED(st));
   EXPECT_GT(outstanding, 0u) << "no enrich request outstanding at the kill";
   EXPECT_GT(reported_in_flight, 0) << "the process reported no batch in flight";
-  const auto at_kill = end_offsets(out, 4);
+  const auto at_kill = kt::end_offsets(out, 4);
   EXPECT_LT(at_kill, n) << "killed too late to be mid-run";
 
   const pid_t b = spawn(cmd, dir + "/enrc_b.json", dir + "/enrc_b.log");
@@ -335,7 +321,7 @@ TEST(EnrichmentKafka, FailedEnrichmentIsNotCommittedAndIsReadAgainAfterRestart) 
   EXPECT_EQ(sa["enrich_failed"], n);
   EXPECT_EQ(sa["delivered"], 0);
   EXPECT_NE(slurp(dir + "/enrf_a.log").find("HTTP 503"), std::string::npos) << slurp(dir + "/enrf_a.log");
-  EXPECT_EQ(end_offsets(out, 4), 0);
+  EXPECT_EQ(kt::end_offsets(out, 4), 0);
   for (long long c : kt::committed(group, in, 4)) EXPECT_LE(c, 0) << "committed past a failed record";
   bad.stop();
 

@@ -23,20 +23,6 @@ pid_t spawn(const std::vector<std::string>& args) {
   if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
   return pid;
 }
-/// Sum of high watermarks of topic partitions 0..n-1.
-long long end_offsets(const std::string& topic, int n) {
-  std::string err;
-  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  c->set("bootstrap.servers", kt::brokers(), err);
-  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), err));
-  long long sum = 0;
-  for (int i = 0; i < n; ++i) {
-    int64_t lo = 0, hi = 0;
-    if (p->query_watermark_offsets(topic, i, &lo, &hi, 5000) == RdKafka::ERR_NO_ERROR) sum += hi;
-  }
-  return sum;
-}
-
 /// Kills the pipeline (SIGKILL) once `kill_at` output records exist, restarts it, waits
 /// until the committed input offsets reach `per` (records per input partition that must
 /// be done before SIGTERM), stops it with SIGTERM (exit 0) and checks the committed
@@ -47,12 +33,12 @@ std::vector<kt::msg> kill_restart_drain(const std::vector<std::string>& cmd, con
                                         const std::vector<long long>& per_final) {
   pid_t a = spawn(cmd);
   EXPECT_GT(a, 0);
-  EXPECT_TRUE(kt::wait_for([&] { return end_offsets(out, 4) >= kill_at; }, 60s));
+  EXPECT_TRUE(kt::wait_for([&] { return kt::end_offsets(out, 4) >= kill_at; }, 60s));
   EXPECT_EQ(::kill(a, SIGKILL), 0);
   int st = 0;
   ::waitpid(a, &st, 0);
   EXPECT_TRUE(WIFSIGNALED(st));
-  const auto at_kill = end_offsets(out, 4);
+  const auto at_kill = kt::end_offsets(out, 4);
   EXPECT_LT(at_kill, n) << "killed too late to be mid-run";
 
   pid_t b = spawn(cmd);
@@ -154,11 +140,11 @@ TEST(KafkaCrash, ScaleOutKillOneOfTwoProcessesLosesNothing) {
   pid_t a = spawn(cmd), b = spawn(cmd);
   ASSERT_GT(a, 0);
   ASSERT_GT(b, 0);
-  ASSERT_TRUE(kt::wait_for([&] { return end_offsets(out, 4) >= 4000; }, 60s));
+  ASSERT_TRUE(kt::wait_for([&] { return kt::end_offsets(out, 4) >= 4000; }, 60s));
   ASSERT_EQ(::kill(a, SIGKILL), 0);
   int st = 0;
   ::waitpid(a, &st, 0);
-  const auto at_kill = end_offsets(out, 4);
+  const auto at_kill = kt::end_offsets(out, 4);
   EXPECT_LT(at_kill, n) << "killed too late to be mid-run";
   EXPECT_TRUE(kt::wait_for([&] { return kt::committed(group, in, 4) == per; }, 120s))
       << "committed " << ::testing::PrintToString(kt::committed(group, in, 4));
@@ -199,8 +185,8 @@ TEST(KafkaCrash, BrokerRestartMidRunLosesNothing) {
       if (p > 0 && ::kill(p, SIGKILL) == 0) ::waitpid(p, nullptr, 0);
     }
   } reaper{a};
-  ASSERT_TRUE(kt::wait_for([&] { return end_offsets(out, 4) >= 3000; }, 60s));
-  const auto at_restart = end_offsets(out, 4);
+  ASSERT_TRUE(kt::wait_for([&] { return kt::end_offsets(out, 4) >= 3000; }, 60s));
+  const auto at_restart = kt::end_offsets(out, 4);
   // Restart the broker the test talks to: the port of RILL_KAFKA_BROKERS, not the script's
   // default (a private broker on another port must not make it restart someone else's).
   const auto b = kt::brokers();

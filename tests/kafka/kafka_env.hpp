@@ -154,6 +154,21 @@ inline std::vector<long long> committed(const std::string& group, const std::str
   return out;
 }
 
+/// Sum of the high watermarks (end offsets) of `topic`'s partitions 0..n-1; a partition
+/// the broker does not answer for within 5 s counts 0.
+inline long long end_offsets(const std::string& topic, int n) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers(), err);
+  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), err));
+  long long sum = 0;
+  for (int i = 0; i < n; ++i) {
+    int64_t lo = 0, hi = 0;
+    if (p->query_watermark_offsets(topic, i, &lo, &hi, 5000) == RdKafka::ERR_NO_ERROR) sum += hi;
+  }
+  return sum;
+}
+
 /// Kafka's Java Utils.murmur2 (seed 0x9747b28c), and the default partitioner's choice
 /// toPositive(murmur2(key)) % partitions — written from the Java source, not librdkafka.
 inline int java_partition(const std::string& key, int partitions) {
