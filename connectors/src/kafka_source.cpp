@@ -386,8 +386,8 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
   // Named topics (not '^' patterns): a name Kafka would refuse is an error; so is a topic the
   // cluster does not have, unless require_topics is off (then the split waits for it).
   for (const auto& t : o.topics) {
-    if (t.empty() || t[0] == '^') continue;
-    const bool legal = t.size() <= 249 && t != "." && t != ".." &&
+    if (!t.empty() && t[0] == '^') continue;
+    const bool legal = !t.empty() && t.size() <= 249 && t != "." && t != ".." &&
                        std::all_of(t.begin(), t.end(), [](char ch) {
                          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
                        });

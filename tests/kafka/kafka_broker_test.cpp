@@ -177,6 +177,7 @@ TEST(KafkaBroker, IllegalOrMissingTopicFailsAtStartNamingIt) {
   for (const auto& [topic, want] : std::vector<std::pair<std::string, std::string>>{
            {"bad topic name!", "'bad topic name!' is not a legal Kafka topic name"},
            {std::string(250, 'x'), "is not a legal Kafka topic name"},
+           {"", "'' is not a legal Kafka topic name"},
            {missing, "topic '" + missing + "' does not exist on '" + kt::brokers() + "'"}}) {
     rill::kafka_source<> src{{.brokers = kt::brokers(), .group = kt::unique("g"), .topics = {topic}}};
     rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
