@@ -366,6 +366,10 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
   set(*conf, "enable.auto.offset.store", "false");
   set(*conf, "auto.offset.reset", o.offset_reset);
   if (o.cooperative) set(*conf, "partition.assignment.strategy", "cooperative-sticky");
+  // librdkafka 2.0.2's default prefetch (100,000 messages) held consume -> produce at a
+  // constant 140-200k records/s over 1 M records (bench/RESULTS.md "kafka"); memory stays
+  // bounded by queued.max.messages.kbytes (64 MiB per consumer). o.config overrides it.
+  set(*conf, "queued.min.messages", "1000000");
   for (const auto& [k, v] : o.config) set(*conf, k, v);
   std::string err;
   if (conf->set("rebalance_cb", static_cast<RdKafka::RebalanceCb*>(p_.get()), err) != RdKafka::Conf::CONF_OK ||

@@ -104,7 +104,11 @@ struct kafka_source_options {
   bool require_topics = true;
   std::string offset_reset = "earliest";            ///< auto.offset.reset without commit
   bool cooperative = false;            ///< partition.assignment.strategy=cooperative-sticky
-  std::map<std::string, std::string> config;        ///< extra librdkafka properties
+  /// Extra librdkafka properties, applied after rill's own (so they win): rill sets
+  /// queued.min.messages=1000000 (prefetch; librdkafka's 100,000 throttled consume ->
+  /// produce, bench/RESULTS.md "kafka") and enable.auto.commit / enable.auto.offset.store
+  /// = false (turning those on breaks the at-least-once guarantee).
+  std::map<std::string, std::string> config;
 };
 
 template <class K = std::string, class V = std::string>
