@@ -135,6 +135,13 @@ class cpprest_transport final : public http_transport {
 
 std::unique_ptr<http_transport> make_cpprest_transport(boost::asio::io_context& ioc,
                                                        http_transport_options opts) {
+  // pplx creates its process-wide scheduler lazily, on the first task, under a spin lock
+  // inside libcpprest. Two workers creating their first requests at once then race on that
+  // creation as far as ThreadSanitizer can see (the library is not instrumented, so the
+  // lock is invisible; CI failed on it). Creating it once here, under a function-local
+  // static's guard, orders every later use after the creation for TSan and for us.
+  static const bool scheduler_created = [] { return pplx::get_ambient_scheduler() != nullptr; }();
+  (void)scheduler_created;
   return std::make_unique<cpprest_transport>(ioc, std::move(opts));
 }
 
