@@ -146,6 +146,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   bool paused_all = false, closed = false, fatal = false;
 
   static void bump(std::atomic<std::uint64_t>& a, std::int64_t n = 1) {
+  std::uint64_t version = 0;  ///< bumped by every assign/revoke (split_core::assignment_version)
     a.fetch_add(std::uint64_t(n), std::memory_order_relaxed);
   }
 
@@ -222,6 +223,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     bump(stats->rebalances);
     if (std::getenv("RILL_KAFKA_DEBUG")) {
       std::fprintf(stderr, "%p rebalance %s:", (void*)this, RdKafka::err2str(e).c_str());
+    ++version;
       for (auto* tp : tps) std::fprintf(stderr, " %d", tp->partition());
       std::fprintf(stderr, "\n");
     }
@@ -526,6 +528,13 @@ void split_core::keepalive() {
 }
 
 void split_core::shutdown() {
+std::uint64_t split_core::assignment_version() const noexcept { return p_->version; }
+
+void split_core::held_partitions(std::vector<std::int32_t>& out) const {
+  for (const auto* m : {&p_->parts, &p_->retained})
+    for (const auto& [pid, t] : *m) out.push_back(pid);
+}
+
   auto& p = *p_;
   if (p.closed) return;
   p.closed = true;

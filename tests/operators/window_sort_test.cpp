@@ -331,6 +331,37 @@ TEST(window_sort, progress_marker_fires_windows) {
   EXPECT_EQ(s.ws.late(), 1u);
 }
 
+// Per-partition watermarks (record.hpp advances_progress): records with a source
+// position (read from Kafka) do not move W; the source's progress marker (the minimum
+// over its partitions) does. One input carries two partitions read in fetch order:
+// partition 0 at 1..25 s first, then partition 1 at 1..25 s. Without the rule W would be
+// 25 - 2 = 23 s after partition 0 and all of partition 1 up to 20 s would be late.
+TEST(window_sort, partitioned_records_move_w_only_through_progress) {
+  one_input s{{.length = 10s, .max_delay = 2s}};
+  auto push_at = [&](std::int32_t partition, std::int64_t t) {
+    s.ws.push(0, record<int>{int(t), ms(t), rill::source_position{partition, t}}, s.clk.now(),
+              s.out.on_window(), s.out.on_late());
+  };
+  for (std::int64_t t = 1000; t <= 25000; t += 1000) push_at(0, t);
+  EXPECT_EQ(s.ws.watermark(), rill::event_time_min);  // no progress marker yet
+  // the source's marker: min(partition 0 at 25 s, partition 1 not read yet = -inf)
+  s.ws.progress(0, rill::event_time_min, s.clk.now(), s.out.on_window());
+  for (std::int64_t t = 1000; t <= 25000; t += 1000) push_at(1, t);
+  EXPECT_EQ(s.ws.late(), 0u);
+  EXPECT_TRUE(s.out.windows.empty());
+  // marker min(25 s, 25 s) = 25 s: W = 23 s, windows [0,10) and [10,20) fire
+  s.ws.progress(0, ms(25000), s.clk.now(), s.out.on_window());
+  EXPECT_EQ(s.ws.watermark(), ms(23000));
+  ASSERT_EQ(s.out.windows.size(), 2u);
+  // window 0: 1..9 s from both partitions, sorted, stable (partition 0 first at equal t)
+  std::vector<std::int64_t> w0;
+  for (std::int64_t t = 1000; t <= 9000; t += 1000) w0.insert(w0.end(), {t, t});
+  EXPECT_EQ(times_ms(s.out.windows[0]), w0);
+  EXPECT_EQ(s.out.windows[1].records.size(), 20u);  // 10..19 s, twice
+  push_at(1, 22999);  // behind W = 23 s: late
+  EXPECT_EQ(s.ws.late(), 1u);
+}
+
 TEST(window_sort, end_of_stream_fires_everything_in_window_order) {
   rill::manual_clock clk;
   window_sorter<int> ws{{.length = 10s, .max_delay = 1h}, 2, clk.now()};

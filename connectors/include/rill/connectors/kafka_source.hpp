@@ -34,6 +34,14 @@
 //   - Event time: the message timestamp (ms, CreateTime or LogAppendTime), or
 //     event_time_from(f). record.position = {pid, offset}: pid is the Kafka partition
 //     for the source's first topic; topic number n (in first-seen order) adds n << 16.
+//   - Per-partition watermarks (Flink's Kafka source does the same): a split's progress
+//     marker is the minimum, over the partitions it holds, of the largest event time read
+//     from each; a record's own time does not advance progress (rill::advances_progress).
+//     So a partition read behind the others (fetch order is not time order) does not make
+//     its records late downstream. A partition held but not read from yet counts as
+//     -infinity; one silent for idle_partition_timeout stops counting until its next
+//     record; when all are silent, the split claims the largest time read from any (the
+//     last windows fire). Revoked partitions stop counting at once.
 //   - At-least-once (kafka_ack.hpp, record.hpp): auto commit and auto offset store are
 //     off. Each emitted record carries an ack token (record.ack); every record derived
 //     from it (map, flat_map, key_by, window_sort windows, enrich) holds a copy, and the
@@ -67,6 +75,7 @@
 // Thread safety: a reader (split) lives on one worker. stats() from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -98,6 +107,12 @@ struct kafka_source_options {
   /// Backpressure lasting this long pauses the partitions (shorter: consumption waits; a
   /// rebalance or periodic commit waits at most this long while blocked).
   std::chrono::milliseconds pause_after{1000};
+  /// Per-partition watermarks: a held partition that delivers no record for this long
+  /// (while the split is not blocked by backpressure) stops holding the split's progress
+  /// back, like Flink's WatermarkStrategy::withIdleness; it counts again from its next
+  /// record. 0 = a partition never goes idle (an empty or finished partition then stops
+  /// windows from firing until the end of the stream).
+  std::chrono::milliseconds idle_partition_timeout{10000};
   /// Every named topic (not a '^' pattern) must exist when the source starts, else the
   /// constructor throws std::runtime_error naming it (as Kafka Streams' missing source topic
   /// error). false: wait for it to be created. An illegal name always throws.
@@ -185,6 +200,12 @@ class split_core {
   bool paused() const noexcept;
   /// Keeps the membership alive while paused: consume(0), stashing what arrives.
   void keepalive();
+  /// Changes whenever a rebalance assigns or revokes partitions of this split (the
+  /// callbacks run inside next() and keepalive()). Owning worker only; noexcept.
+  std::uint64_t assignment_version() const noexcept;
+  /// Appends to `out` the pids this split holds: assigned, plus those of the last eager
+  /// revoke kept for a hand-back to this split (see "Eager rebalance"). Owning worker only.
+  void held_partitions(std::vector<std::int32_t>& out) const;
   /// Drains acks and commits synchronously; closes the consumer once every split of the
   /// source did so (the last one closes all; else the last split's destructor). Idempotent.
   /// Blocks: the commit round trip, and up to drain_timeout more while a refused commit
@@ -315,9 +336,9 @@ class driver : public std::enable_shared_from_this<driver<Reader, T>> {
  public:
   driver(Reader r, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
          stage_counters& c, std::chrono::milliseconds drain_timeout,
-         std::chrono::milliseconds pause_after)
+         std::chrono::milliseconds pause_after, std::chrono::milliseconds idle_partition)
       : r_(std::move(r)), head_(head), input_(input), rt_(rt), w_(w), c_(c), timer_(w.context()),
-        drain_timeout_(drain_timeout), pause_after_(pause_after) {}
+        drain_timeout_(drain_timeout), pause_after_(pause_after), idle_partition_(idle_partition) {}
   void start() { step(); }
 
  private:
@@ -335,21 +356,28 @@ class driver : public std::enable_shared_from_this<driver<Reader, T>> {
       }
       return later(std::chrono::microseconds{500});
     }
-    blocked_ = false;
+    const auto now = std::chrono::steady_clock::now();
+    if (blocked_) {  // time spent blocked does not make partitions idle
+      for (auto& l : lanes_) l.last = now;
+      blocked_ = false;
+    }
     if (r_.core().paused()) r_.core().resume_paused();
     if (rt_.stop_requested()) return finish();
     std::size_t n = 0;
     const auto st = r_.poll(
         [&](record<T>&& rec) {
-          if (rec.time > largest_) largest_ = rec.time;
+          lane& l = lane_of(rec.position ? rec.position->partition : -1, now);
+          if (rec.time > l.largest) l.largest = rec.time;
+          l.last = now;
           ++n;
           head_->on_record(input_, std::move(rec));
         },
         256);
     c_.add(c_.out, n);
-    if (largest_ > sent_) {
-      sent_ = largest_;
-      head_->on_progress(input_, largest_);
+    const auto p = progress(now);
+    if (p > sent_) {
+      sent_ = p;
+      head_->on_progress(input_, p);
     }
     switch (st) {
       case poll_status::more:
@@ -363,6 +391,51 @@ class driver : public std::enable_shared_from_this<driver<Reader, T>> {
         return finish();
     }
   }
+  // ---- per-partition watermarks (see the header comment) ----
+  struct lane {
+    std::int32_t pid;
+    event_time largest;                          // -infinity until its first record
+    std::chrono::steady_clock::time_point last;  // last record, assignment, or unblock
+  };
+  /// Lanes follow the split's held partitions: kept, added (-infinity) or dropped when the
+  /// assignment changed. Then the lane of `pid` (added if a record comes from a partition
+  /// not listed, which the callbacks' order should not allow).
+  lane& lane_of(std::int32_t pid, std::chrono::steady_clock::time_point now) {
+    sync_lanes(now);
+    if (hit_ < lanes_.size() && lanes_[hit_].pid == pid) return lanes_[hit_];
+    for (hit_ = 0; hit_ < lanes_.size(); ++hit_)
+      if (lanes_[hit_].pid == pid) return lanes_[hit_];
+    lanes_.push_back({pid, event_time_min, now});
+    return lanes_.back();  // hit_ == old size == its index
+  }
+  void sync_lanes(std::chrono::steady_clock::time_point now) {
+    const auto v = r_.core().assignment_version();
+    if (v == version_) return;
+    version_ = v;
+    held_.clear();
+    r_.core().held_partitions(held_);
+    std::erase_if(lanes_, [&](const lane& l) { return std::find(held_.begin(), held_.end(), l.pid) == held_.end(); });
+    for (const auto pid : held_)
+      if (std::none_of(lanes_.begin(), lanes_.end(), [&](const lane& l) { return l.pid == pid; }))
+        lanes_.push_back({pid, event_time_min, now});
+  }
+  /// Minimum of the largest times over lanes that are not idle. When every lane is idle
+  /// (the split has caught up with all its partitions), the maximum over them: nothing
+  /// is arriving, so the last windows fire instead of waiting for new data. -infinity
+  /// (no claim) without lanes.
+  event_time progress(std::chrono::steady_clock::time_point now) {
+    sync_lanes(now);
+    event_time m = event_time_max, all = event_time_min;
+    bool any = false;
+    for (const auto& l : lanes_) {
+      all = std::max(all, l.largest);
+      if (idle_partition_.count() > 0 && now - l.last >= idle_partition_) continue;
+      any = true;
+      m = std::min(m, l.largest);
+    }
+    return any ? m : all;
+  }
+
   void finish() {
     ended_ = true;
     drain_until_ = std::chrono::steady_clock::now() + drain_timeout_;
@@ -392,8 +465,12 @@ class driver : public std::enable_shared_from_this<driver<Reader, T>> {
   worker& w_;
   stage_counters& c_;
   boost::asio::steady_timer timer_;
-  event_time largest_ = event_time_min, sent_ = event_time_min;
-  std::chrono::milliseconds drain_timeout_, pause_after_;
+  event_time sent_ = event_time_min;
+  std::vector<lane> lanes_;
+  std::vector<std::int32_t> held_;
+  std::size_t hit_ = 0;
+  std::uint64_t version_ = ~std::uint64_t{0};
+  std::chrono::milliseconds drain_timeout_, pause_after_, idle_partition_;
   std::chrono::steady_clock::time_point drain_until_{}, blocked_since_{};
   bool blocked_ = false;
   bool ended_ = false;
@@ -422,7 +499,8 @@ stream<kafka_record<K, V>> from(kafka_source<K, V> src, std::string name = "kafk
         auto d = std::make_shared<kafka_detail::driver<R, T>>(shared->open(mine[li]), head, li,
                                                               b.rt(), *ctx.w, ctx.metrics->at(idx, w),
                                                               shared->options().drain_timeout,
-                                                              shared->options().pause_after);
+                                                              shared->options().pause_after,
+                                                              shared->options().idle_partition_timeout);
         b.on_start(w, [d] { d->start(); });
       }
     }

@@ -98,7 +98,7 @@ class rebalance_exchange {
 
   void push(std::size_t p, std::size_t local_input, record<T>&& r) {
     auto& pr = *producers_[p];
-    if (r.time > pr.frontier[local_input]) pr.frontier[local_input] = r.time;
+    if (advances_progress(r) && r.time > pr.frontier[local_input]) pr.frontier[local_input] = r.time;
     pr.pending.push_back(item{std::uint32_t(pr.first + local_input), std::move(r)});
     if (pr.pending.size() >= batch_records_) send(p);
   }

@@ -7,6 +7,8 @@
 //   rill::ack_token        "every output derived from one input is done" (at-least-once)
 //   rill::ack_group        one token standing for several (a window's records)
 //   rill::join_acks(recs)  the token of a record built from `recs` (window_sort uses it)
+//   rill::advances_progress(r)  whether r's time moves its input's watermark (not for
+//                          records of a partitioned source: per-partition watermarks)
 //
 // Example:
 //   rill::record<int> r{42, rill::event_time{std::chrono::seconds{5}}};
@@ -80,6 +82,22 @@ struct record {
   std::optional<source_position> position{};
   std::shared_ptr<ack_token> ack{};
 };
+
+/// Whether record `r`'s own event time counts as progress of the input it arrives on.
+///
+/// Per-partition watermarks (DESIGN.md "Records, time, watermarks"; Flink's per-partition
+/// watermarking for its Kafka source): one Kafka consumer reads several partitions whose
+/// records interleave in fetch order, not in time order, so the largest time seen over
+/// all of them says nothing about a partition that lags behind. A record read from a
+/// partitioned source (position set) therefore does not move its input's progress: the
+/// source's progress markers do, and rill::kafka_source sends the minimum over its
+/// assigned partitions. Records without a position (files, captures, sockets, records a
+/// user built from scratch) advance progress by their own time, as before.
+/// Used by key_by's and rebalance's frontiers and by window_sort. noexcept, O(1).
+template <class T>
+constexpr bool advances_progress(const record<T>& r) noexcept {
+  return !r.position.has_value();
+}
 
 /// The token of an output built from all of `recs` (a window): null when none has one,
 /// the single token when they all share one, else an ack_group of the distinct

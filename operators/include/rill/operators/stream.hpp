@@ -174,7 +174,7 @@ struct key_by_stage final : stage_in<T> {
   }
   void on_record(std::size_t in, record<T>&& r) override {
     const auto h = mix(boost::hash<std::remove_cvref_t<decltype(key(r.value))>>{}(key(r.value)));
-    if (r.time > frontier[in]) frontier[in] = r.time;
+    if (advances_progress(r) && r.time > frontier[in]) frontier[in] = r.time;
     ex->push(from, h % workers,
              envelope<T>{envelope<T>::kind::record, std::uint32_t(offset + in), frontier[in],
                          std::move(r)});

@@ -174,7 +174,9 @@ class window_sorter {
   ///     and late() rises.
   ///  2. Otherwise r is buffered in its window [kL, (k+1)L), after any records of equal
   ///     time already there (stable).
-  ///  3. r's time is observed (may raise W; marks the input active), and every window
+  ///  3. r's time is observed (may raise W; marks the input active) — unless r came from
+  ///     a partitioned source (r.position set: see rill::advances_progress; then only
+  ///     the input's activity is refreshed and progress() moves W) — and every window
   ///     with end <= W fires through on_window, in window order.
   /// A late record still counts as activity of its input (resets its idle timer; an
   /// idle input that sends only late data is active again and holds W at its value).
@@ -190,7 +192,9 @@ class window_sorter {
                   "rill::event_time window_start, rill::event_time window_end)");
     const event_time t = r.time;
     const bool late = tracker_.is_late(t) || t < fired_until_;  // before observing t
-    tracker_.observe(input, t, now);
+    // A partitioned source's record only marks its input active; the source's progress
+    // markers carry that input's time (per-partition watermarks, record.hpp).
+    tracker_.observe(input, advances_progress(r) ? t : event_time_min, now);
     if (late) {
       reject_late(std::move(r), on_late);
       fire_ready(on_window);  // W cannot rise on a late record; kept for robustness
