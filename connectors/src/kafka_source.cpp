@@ -144,9 +144,9 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   std::chrono::steady_clock::time_point last_commit = std::chrono::steady_clock::now();
   std::string err;
   bool paused_all = false, closed = false, fatal = false;
+  std::uint64_t version = 0;  ///< bumped by every assign/revoke (split_core::assignment_version)
 
   static void bump(std::atomic<std::uint64_t>& a, std::int64_t n = 1) {
-  std::uint64_t version = 0;  ///< bumped by every assign/revoke (split_core::assignment_version)
     a.fetch_add(std::uint64_t(n), std::memory_order_relaxed);
   }
 
@@ -221,9 +221,9 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   void rebalance_cb(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode e,
                     std::vector<RdKafka::TopicPartition*>& tps) override {
     bump(stats->rebalances);
+    ++version;
     if (std::getenv("RILL_KAFKA_DEBUG")) {
       std::fprintf(stderr, "%p rebalance %s:", (void*)this, RdKafka::err2str(e).c_str());
-    ++version;
       for (auto* tp : tps) std::fprintf(stderr, " %d", tp->partition());
       std::fprintf(stderr, "\n");
     }
@@ -520,6 +520,13 @@ void split_core::resume_paused() {
 
 bool split_core::paused() const noexcept { return p_->paused_all; }
 
+std::uint64_t split_core::assignment_version() const noexcept { return p_->version; }
+
+void split_core::held_partitions(std::vector<std::int32_t>& out) const {
+  for (const auto* m : {&p_->parts, &p_->retained})
+    for (const auto& [pid, t] : *m) out.push_back(pid);
+}
+
 void split_core::keepalive() {
   auto& p = *p_;
   if (p.closed) return;
@@ -528,13 +535,6 @@ void split_core::keepalive() {
 }
 
 void split_core::shutdown() {
-std::uint64_t split_core::assignment_version() const noexcept { return p_->version; }
-
-void split_core::held_partitions(std::vector<std::int32_t>& out) const {
-  for (const auto* m : {&p_->parts, &p_->retained})
-    for (const auto& [pid, t] : *m) out.push_back(pid);
-}
-
   auto& p = *p_;
   if (p.closed) return;
   p.closed = true;
