@@ -20,6 +20,7 @@ struct topic_table {
   std::mutex mu;
   std::vector<std::string> names;
   std::size_t open_splits = 0;                  ///< constructed, final commit not yet made
+  std::size_t joined_splits = 0;                ///< had their first assignment (start gate)
   std::vector<std::function<void()>> closers;   ///< final commit made, close deferred
   void opened() {
     std::lock_guard<std::mutex> g(mu);
@@ -39,6 +40,14 @@ struct topic_table {
   }
   ~topic_table() {
     for (auto& f : closers) f();
+  }
+  void joined() {
+    std::lock_guard<std::mutex> g(mu);
+    ++joined_splits;
+  }
+  bool all_joined() {
+    std::lock_guard<std::mutex> g(mu);
+    return joined_splits >= open_splits;
   }
   std::int32_t id(const std::string& topic, std::int32_t partition) {
     std::lock_guard<std::mutex> g(mu);
@@ -145,6 +154,9 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   std::string err;
   bool paused_all = false, closed = false, fatal = false;
   std::uint64_t version = 0;  ///< bumped by every assign/revoke (split_core::assignment_version)
+  bool assigned_once = false;  ///< first assignment seen (topic_table::joined counted)
+  bool gate_open = false;      ///< split_core::started() returned true once
+  std::chrono::steady_clock::time_point born = std::chrono::steady_clock::now();
 
   static void bump(std::atomic<std::uint64_t>& a, std::int64_t n = 1) {
     a.fetch_add(std::uint64_t(n), std::memory_order_relaxed);
@@ -229,6 +241,10 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     }
     const bool coop = consumer->rebalance_protocol() == "COOPERATIVE";
     if (e == RdKafka::ERR__ASSIGN_PARTITIONS) {
+      if (!assigned_once) {
+        assigned_once = true;
+        topics->joined();
+      }
       const auto kept = resumable(consumer, tps);
       for (auto* tp : tps) {
         const auto pid = pid_of(tp->topic(), tp->partition());
@@ -521,6 +537,13 @@ void split_core::resume_paused() {
 bool split_core::paused() const noexcept { return p_->paused_all; }
 
 std::uint64_t split_core::assignment_version() const noexcept { return p_->version; }
+
+bool split_core::started() {
+  auto& p = *p_;
+  if (!p.gate_open)
+    p.gate_open = p.topics->all_joined() || std::chrono::steady_clock::now() - p.born >= p.o.start_timeout;
+  return p.gate_open;
+}
 
 void split_core::held_partitions(std::vector<std::int32_t>& out) const {
   for (const auto* m : {&p_->parts, &p_->retained})

@@ -108,7 +108,8 @@ inline void produce(const std::string& topic, const std::vector<std::pair<std::s
 }
 
 /// Reads every partition of `topic` from the beginning (no group) until `want` messages
-/// arrived or `idle_ms` passed without a message. Independent of rill.
+/// arrived or `idle_ms` passed without a message (15 s more before the first one).
+/// Independent of rill.
 inline std::vector<msg> consume_all(const std::string& topic, int partitions, std::size_t want,
                                     int idle_ms = 3000) {
   std::string err;
@@ -123,7 +124,9 @@ inline std::vector<msg> consume_all(const std::string& topic, int partitions, st
   k->assign(tps);
   RdKafka::TopicPartition::destroy(tps);
   std::vector<msg> out;
-  auto last = std::chrono::steady_clock::now();
+  // Before the first message, allow for the consumer's start (metadata, leaders, first
+  // fetch: over 3 s on a loaded 2-core machine, which returned nothing); then idle_ms.
+  auto last = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (out.size() < want && std::chrono::steady_clock::now() - last < std::chrono::milliseconds(idle_ms)) {
     std::unique_ptr<RdKafka::Message> m(k->consume(100));
     if (!m || m->err()) continue;

@@ -6,13 +6,14 @@
 // the consumer reads the 4 partitions in fetch order, runs of one partition far apart
 // in time from the others (the capture spans 100 ms); with one watermark over all
 // partitions most packets were late (the outputs differed), per-partition watermarks
-// (kafka_source.hpp) make none late. The analysis runs one consumer:
-// with two, the second's join revokes partitions from the first while their records sit
-// in open windows, they are read again, and the counts include those duplicates
-// (at-least-once: correct, but not equal).
+// (kafka_source.hpp) make none late. The analysis runs two consumers (-w 2): the
+// second's join used to revoke partitions from the first while their records sat in
+// open windows, they were read again and counted twice (at-least-once: correct, but
+// not equal); the start gate (kafka_source.hpp, "Start") keeps both from reading until
+// both have joined.
 //
 //   netflow --probe -i gen.pcap --topic packets      ->  packets (4 partitions)
-//   netflow --from packets --to flows --idle-exit 3s ->  flows (4 partitions)
+//   netflow --from packets --to flows --idle-exit 3s -w 2 ->  flows (4 partitions)
 //   netflow -i gen.pcap -o file.jsonl                ==  flows' values
 #include <gtest/gtest.h>
 
@@ -68,7 +69,7 @@ TEST(NetflowKafka, KafkaToKafkaOutputEqualsFileMode) {
   }
 
   ASSERT_EQ(sh(nf + " --brokers " + kt::brokers() + " --from " + packets + " --to " + flows + " --group " + group +
-               " --window 10ms --max-delay 5ms --idle-exit 3s -w 1 2>>" + log),
+               " --window 10ms --max-delay 5ms --idle-exit 3s -w 2 2>>" + log),
             0) << "analysis failed, see " << log;
   const auto got_msgs = kt::consume_all(flows, 4, expect.size() + 1, 3000);
   std::vector<std::string> got;
