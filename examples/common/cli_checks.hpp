@@ -1,0 +1,81 @@
+// cli_checks.hpp — CLI11 checks for the example programs' numeric options, with messages
+// that name the value and the accepted range (CLI11 prefixes the option name; the
+// programs turn a CLI11 parse error into exit status 2).
+//
+//   app.add_option("--workers", workers, "worker threads")
+//       ->check(rill_examples::whole_number(0, 4096, "0 = one per core"));
+//   // --workers -1                    -> "--workers: must be >= 0 (0 = one per core), got -1"
+//   // --workers 99999999999999999999  -> "--workers: 99999999999999999999 is out of range:
+//   //                                     must be in 0..4096 (0 = one per core)"
+//   // --workers abc                   -> "--workers: expected a whole number in 0..4096
+//   //                                     (0 = one per core), got "abc""
+//
+// Why: CLI11 2.1's own conversion wraps "-1" and saturates a too-large number when it
+// converts to an unsigned type, and its NonNegativeNumber/PositiveNumber messages print
+// DBL_MAX in full. The text is read with std::from_chars (decimal, no sign "+", no
+// spaces), which reports out-of-range values instead of wrapping them; the option's own
+// conversion runs afterwards on a value that fits.
+//
+// Thread safety: the validators are called by CLI::App::parse on its thread.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+
+namespace rill_examples {
+
+/// A decimal whole number in [lo, hi]. `note` (e.g. "0 = one per core") is appended to
+/// every message in parentheses.
+inline CLI::Validator whole_number(std::int64_t lo, std::int64_t hi, std::string note = "") {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  const std::string tail = note.empty() ? "" : " (" + note + ")";
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        std::int64_t v = 0;
+        const char* const end = text.data() + text.size();
+        const auto [stop, ec] = std::from_chars(text.data(), end, v);
+        const bool negative = !text.empty() && text.front() == '-';
+        if (ec == std::errc::result_out_of_range && !negative)
+          return text + " is out of range: must be in " + range + tail;
+        if (ec == std::errc::result_out_of_range || (ec == std::errc{} && stop == end && v < lo))
+          return "must be >= " + std::to_string(lo) + tail + ", got " + text;
+        if (ec != std::errc{} || stop != end)
+          return "expected a whole number in " + range + tail + ", got \"" + text + "\"";
+        if (v > hi) return text + " is out of range: must be in " + range + tail;
+        return {};
+      },
+      range, "whole_number");
+}
+
+/// A finite decimal number x with lo <= x <= hi, or lo < x <= hi when `lo_open`. `note`
+/// is appended to every message in parentheses.
+inline CLI::Validator number_in(double lo, double hi, bool lo_open, std::string note = "") {
+  auto show = [](double x) {
+    std::ostringstream s;
+    s << x;
+    return s.str();
+  };
+  const std::string low = (lo_open ? "> " : ">= ") + show(lo), high = "<= " + show(hi);
+  const std::string tail = note.empty() ? "" : " (" + note + ")";
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        const char* const end = text.data() + text.size();
+        const auto [stop, ec] = std::from_chars(text.data(), end, v);
+        if (ec == std::errc::result_out_of_range)  // beyond double, or below its smallest step
+          return text + " is out of range: must be " + low + " and " + high + tail;
+        if (ec != std::errc{} || stop != end || !std::isfinite(v))
+          return "expected a number " + low + tail + ", got \"" + text + "\"";
+        if (lo_open ? !(v > lo) : !(v >= lo)) return "must be " + low + tail + ", got " + text;
+        if (v > hi) return text + " is out of range: must be " + high + tail;
+        return {};
+      },
+      low + ", " + high, "number_in");
+}
+
+}  // namespace rill_examples
