@@ -8,21 +8,25 @@
 // Run with no arguments it reads real captures that Debian packages ship (python3-dpkt's
 // http.pcap and dns_icmp.pcap, sip-tester's g711a.pcap) as three inputs merged by
 // capture time. Output lines: window_start_ns, window_end_ns, proto, a_ip, a_port, b_ip,
-// b_port, packets, bytes. The summary (stderr, or --summary FILE) is one JSON object.
+// b_port, packets, bytes. The summary (stderr, --summary FILE, or --summary - for stdout
+// when --output is a file) is one JSON object.
 // Exit status: 0 on success; 1 when a capture had a read error (every record before it
 // was still processed and written), an enrichment lookup failed for good (the row is
-// written with null enrichment fields) or writing --output/--summary failed; 2 on bad
-// arguments or an unreadable input.
+// written with null enrichment fields) or writing --output/--summary failed (a closed
+// output pipe too: SIGPIPE is ignored, EPIPE stops the run); 2 on bad arguments (the
+// message names the option and the value) or an unreadable input.
 // --enrich [URL] adds "service" (IANA name of the lower port, /etc/services) and
 // "a_class"/"b_class" (IANA special-purpose address registries) to every row, through
 // three batched enrich stages; without URL an enrichment service runs in-process.
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -34,8 +38,10 @@
 #include <rill/rill.hpp>
 #include <rill/operators/enrich.hpp>
 
+#include "cli_checks.hpp"
 #include "enrichment_service.hpp"
 #include "flow_row.hpp"
+#include "reporting.hpp"
 #include "kafka_mode.hpp"  // --probe / --brokers: Kafka mode (issue 5)
 
 using namespace std::chrono_literals;
@@ -99,6 +105,9 @@ struct line_writer {
   std::optional<flow_row>* pending;
   std::size_t* lines;
   bool enriched = false;
+  /// Called once, at the first failed write (e.g. EPIPE: the reader of a pipe closed it),
+  /// with that write's errno: there is no point reading on.
+  std::function<void(int)> on_write_error;
   void operator()(rill::event_time, const flow_row& r) const {
     if (*pending && (*pending)->window_start == r.window_start && (*pending)->key == r.key) {
       (*pending)->packets += r.packets;
@@ -110,16 +119,32 @@ struct line_writer {
   }
   void flush() const {
     if (!*pending) return;
+    const bool was_ok = bool(*out);
+    errno = 0;
     *out << netflow::row_json(**pending, enriched) << '\n';
+    if (was_ok && !*out && on_write_error) on_write_error(errno);
     ++*lines;
     conversations->insert((*pending)->key);
     pending->reset();
   }
 };
 
+/// The command-line option behind a rill::config_error key, so that a value the checks
+/// below let through is still reported under the name the user typed.
+std::string option_of(const std::string& key) {
+  static const std::map<std::string, std::string> names = {
+      {"window_sort.length", "--window"}, {"window_sort.max_delay", "--max-delay"},
+      {"runtime.workers", "--workers"},   {"topology", "--topology"}};
+  const auto it = names.find(key);
+  return it == names.end() ? key : it->second;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed output pipe (netflow ... | head -1) is a write error (EPIPE: exit 1 with a
+  // message, see line_writer), not a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"netflow: per-window, per-conversation packet/byte counts of packet captures"};
   std::vector<std::string> inputs;
   std::string interface, window_text = "10s", delay_text = "2s", output = "-", summary_path,
@@ -136,10 +161,14 @@ int main(int argc, char** argv) {
   app.add_option("--window", window_text, "tumbling window length (e.g. 10s, 500ms)");
   app.add_option("--max-delay", delay_text, "maximum out-of-order delay (watermark lag)");
   app.add_option("--output,-o", output, "JSON lines output file, or - for stdout");
-  app.add_option("--summary", summary_path, "write the summary JSON here (default: stderr)");
-  app.add_option("--workers,-w", workers, "worker threads (default or 0: one per core)");
+  app.add_option("--summary", summary_path,
+                 "write the summary JSON here; - for stdout (then --output must be a file); "
+                 "default: stderr");
+  app.add_option("--workers,-w", workers, "worker threads (default or 0: one per core)")
+      ->check(rill_examples::whole_number(0, 4096, "0 = one per core"));
   app.add_option("--topology", topology, "synthetic topology, e.g. \"2 nodes x 2 cores\"");
-  app.add_flag("--progress", progress, "print a progress line on stderr every second");
+  app.add_flag("--progress", progress,
+               "print a progress line on stderr every second (packets, packets/s over that second)");
   auto* enrich_opt = app.add_option("--enrich", enrich_url,
                                     "add service name and address classes from the enrichment "
                                     "service at URL (POST JSON array); without URL: start one "
@@ -160,8 +189,15 @@ int main(int argc, char** argv) {
   try {
     window = parse_duration(window_text, "--window");
     delay = parse_duration(delay_text, "--max-delay");
+    if (window <= 0ns) throw CLI::ValidationError("--window", "must be > 0, got \"" + window_text + "\"");
   } catch (const CLI::Error& e) {
     app.exit(e);
+    return 2;
+  }
+  // "-" is stdout for both files; they cannot share it (the rows and the summary would mix).
+  if (summary_path == "-" && output == "-") {
+    std::cerr << "netflow: --summary - writes the summary to stdout, which the rows use: give --output FILE "
+                 "(or leave --summary out: the summary goes to stderr)\n";
     return 2;
   }
   if (inputs.empty() && interface.empty()) inputs = default_inputs;
@@ -179,6 +215,7 @@ int main(int argc, char** argv) {
     }
     out = &file;
   }
+  std::ostream* summary_out = summary_path.empty() ? &std::cerr : summary_path == "-" ? &std::cout : &summary_file;
   if (!summary_path.empty() && summary_path != "-") {
     summary_file.open(summary_path);
     if (!summary_file) {
@@ -201,7 +238,11 @@ int main(int argc, char** argv) {
     }
     std::optional<flow_row> pending_row;
     std::size_t lines = 0;
-    const line_writer writer{out, &conversations, &pending_row, &lines, enrich};
+    int write_errno = 0;  // of the first failed write to --output
+    const line_writer writer{out, &conversations, &pending_row, &lines, enrich, [&](int err) {
+                               write_errno = err;
+                               rt.request_stop();  // nothing more can be written: stop reading
+                             }};
     auto sink = std::make_shared<rill::ordered_sink<flow_row, by_key, line_writer>>(
         rt.worker_count(), by_key{}, writer);
     auto enrich_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
@@ -240,16 +281,18 @@ int main(int argc, char** argv) {
     std::atomic<bool> running{true};
     std::thread reporter;
     if (progress) {
+      // packets/s over the last second (not the average since the start)
       reporter = std::thread([&] {
-        const auto t0 = std::chrono::steady_clock::now();
+        auto last = std::chrono::steady_clock::now();
+        rill_examples::interval_rate rate{stats->packets.load(), last};
         while (running.load()) {
           std::this_thread::sleep_for(200ms);
-          static auto last = t0;
-          if (std::chrono::steady_clock::now() - last < 1s) continue;
-          last = std::chrono::steady_clock::now();
-          const double s = std::chrono::duration<double>(last - t0).count();
-          std::cerr << "netflow: " << stats->packets.load() << " packets, "
-                    << std::uint64_t(double(stats->packets.load()) / s) << " packets/s\n";
+          const auto now = std::chrono::steady_clock::now();
+          if (now - last < 1s) continue;
+          last = now;
+          const auto packets = stats->packets.load();
+          std::cerr << "netflow: " << packets << " packets, " << std::uint64_t(rate.sample(packets, now) + 0.5)
+                    << " packets/s\n";
         }
       });
     }
@@ -257,9 +300,18 @@ int main(int argc, char** argv) {
     running = false;
     if (reporter.joinable()) reporter.join();
     writer.flush();  // the last merged row
-    out->flush();
+    if (*out) {
+      errno = 0;
+      out->flush();
+      if (!*out) write_errno = errno;
+    }
     const bool output_failed = !*out;
-    if (output_failed) std::cerr << "netflow: error: writing --output " << output << " failed\n";
+    if (output_failed)
+      std::cerr << "netflow: error: writing --output " << output << " failed"
+                << (write_errno == EPIPE ? ": the reader closed the pipe (EPIPE)"
+                    : write_errno    ? std::string(": ") + std::strerror(write_errno)
+                                     : std::string())
+                << '\n';
 
     const auto p = stats->packets.load();
     json by_proto;
@@ -281,10 +333,10 @@ int main(int argc, char** argv) {
                     {"elapsed_s", rep.elapsed_s},
                     {"packets_per_s", rep.elapsed_s > 0 ? double(p) / rep.elapsed_s : 0.0}};
     bool summary_failed = false;
-    if (summary_path.empty() || summary_path == "-") {
+    if (summary_path.empty()) {
       std::cerr << summary.dump() << '\n';
     } else {
-      auto& f = summary_file;
+      auto& f = *summary_out;
       f << summary.dump(1) << '\n';
       f.flush();
       if (!f) {
@@ -297,8 +349,8 @@ int main(int argc, char** argv) {
   } catch (const rill::pcap_error& e) {
     std::cerr << "netflow: " << e.what() << '\n';
     return 2;
-  } catch (const rill::config_error& e) {
-    std::cerr << "netflow: " << e.what() << '\n';
+  } catch (const rill::config_error& e) {  // named by the option the user typed
+    std::cerr << "netflow: " << option_of(e.key()) << ": " << e.what() << '\n';
     return 2;
   } catch (const std::exception& e) {  // e.g. an exception from a worker, rethrown by run()
     std::cerr << "netflow: error: " << e.what() << '\n';

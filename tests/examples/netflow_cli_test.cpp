@@ -1,0 +1,73 @@
+// examples/netflow on bad arguments and awkward surroundings: each bad value exits 2 with
+// a message naming the option and the value; --summary - is stdout; a reader that closes
+// the output pipe early is a write error (exit 1), not a death by SIGPIPE.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using cli_test::has;
+using cli_test::line_count;
+const auto scratch = cli_test::scratch_dir("netflow_cli_test");
+cli_test::outcome run(const std::string& command) { return cli_test::run(command, scratch); }
+void expect_usage_error(const std::string& command, std::initializer_list<std::string> parts) {
+  cli_test::expect_usage_error(command, parts, scratch);
+}
+const std::string netflow = NETFLOW_BINARY;
+
+TEST(netflow_cli, huge_and_negative_workers_name_the_option_and_the_range) {
+  expect_usage_error(netflow + " --workers 99999999999999999999",
+                     {"--workers", "99999999999999999999", "out of range", "0..4096"});
+  expect_usage_error(netflow + " --workers 5000", {"--workers", "5000", "out of range"});
+  expect_usage_error(netflow + " --workers -1",
+                     {"--workers: must be >= 0 (0 = one per core), got -1"});
+  expect_usage_error(netflow + " --workers abc", {"--workers", "\"abc\"", "whole number"});
+}
+
+TEST(netflow_cli, durations_are_reported_under_the_option_typed) {
+  for (const char* zero : {"0s", "0", "0ms"}) {
+    const auto r = run(netflow + " --window " + zero);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(has(r.err, std::string("--window: must be > 0, got \"") + zero + "\"")) << r.err;
+    EXPECT_FALSE(has(r.err, "window_sort")) << "internal name in: " << r.err;
+  }
+  expect_usage_error(netflow + " --max-delay 99999999999999999999s",
+                     {"--max-delay", "99999999999999999999s", "too large"});
+}
+
+// --summary - is stdout; it cannot share stdout with the rows.
+TEST(netflow_cli, summary_dash_is_stdout) {
+  const auto rows = scratch / "rows.jsonl";
+  const auto r = run(netflow + " --output " + rows.string() + " --summary -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);  // stdout: exactly the summary
+  EXPECT_GT(summary["packets"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(summary["windows_rows"].get<std::size_t>(), line_count(cli_test::slurp(rows)));
+  EXPECT_FALSE(has(r.err, "\"packets\"")) << r.err;
+
+  expect_usage_error(netflow + " --summary -", {"--summary -", "stdout", "--output FILE"});
+}
+
+// A reader that closes the pipe early (netflow | head -1): no death by SIGPIPE (141); a
+// write error, exit 1, named. 3,000 flows in one window make ~600 KB of rows, far more
+// than a pipe holds, so the write after head exits fails every time.
+TEST(netflow_cli, closed_output_pipe_is_a_write_error_not_sigpipe) {
+  fs::create_directories(scratch);
+  const auto capture = scratch / "many_flows.pcap";
+  ASSERT_EQ(std::system((std::string(PCAPGEN_BINARY) + " --output " + capture.string() +
+                         " --flows 3000 --packets-per-flow 2 --quiet")
+                            .c_str()),
+            0);
+  const auto r =
+      run(netflow + " --input " + capture.string() + " | head -1; exit ${PIPESTATUS[0]}");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(line_count(r.out), 1u);
+  EXPECT_TRUE(has(r.err, "writing --output - failed: the reader closed the pipe (EPIPE)")) << r.err;
+  fs::remove(capture);
+}
+
+}  // namespace
