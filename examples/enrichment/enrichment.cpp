@@ -31,8 +31,10 @@
 #include <rill/operators/enrich.hpp>
 #include <rill/rill.hpp>
 
+#include "cli_checks.hpp"
 #include "enrichment_service.hpp"
-#include "kafka_mode.hpp"  // --brokers/--from/--to: Kafka mode (issue 5)
+#include "kafka_mode.hpp"
+#include "reporting.hpp"  // --brokers/--from/--to: Kafka mode (issue 5)
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -93,11 +95,15 @@ int main(int argc, char** argv) {
   std::size_t batch = 200, in_flight = 4;
   int latency_ms = 100;
   app.add_option("--url", url, "enrichment service URL (default: start one in-process)");
-  auto* rate_opt = app.add_option("--rate", rate, "records per second (0 = unthrottled)")->check(CLI::NonNegativeNumber);
-  auto* seconds_opt = app.add_option("--seconds", seconds, "how long to send")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", batch, "keys per request")->check(CLI::PositiveNumber);
-  app.add_option("--max-in-flight", in_flight, "outstanding requests")->check(CLI::PositiveNumber);
-  app.add_option("--latency", latency_ms, "in-process service latency, ms")->check(CLI::NonNegativeNumber);
+  // Numeric options: rill_examples checks (the message names the value and the range).
+  auto* rate_opt = app.add_option("--rate", rate, "records per second (0 = unthrottled)")
+                       ->check(rill_examples::number_in(0, 1e9, false, "0 = unthrottled"));
+  auto* seconds_opt = app.add_option("--seconds", seconds, "how long to send")
+                          ->check(rill_examples::number_in(0, 86'400, true));
+  app.add_option("--batch-size", batch, "keys per request")->check(rill_examples::whole_number(1, 1'000'000));
+  app.add_option("--max-in-flight", in_flight, "outstanding requests")->check(rill_examples::whole_number(1, 65'536));
+  app.add_option("--latency", latency_ms, "in-process service latency, ms")
+      ->check(rill_examples::whole_number(0, 3'600'000));
   app.add_option("--transport", transport, "beast or cpprest")->check(CLI::IsMember({"beast", "cpprest"}));
   auto* output_opt = app.add_option("--output", output, "JSON lines output file");
   enrichment_kafka::options kafka;
@@ -138,7 +144,9 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::vector<double> latencies_ms;
   latencies_ms.reserve(total);
-  std::atomic<std::uint64_t> errors{0};
+  // A failed record is counted exactly; stderr gets the first failure in full, then at
+  // most one line a second with the count (a service that is down fails every record).
+  rill_examples::error_digest errors{"enrichment", std::cerr};
   auto m = std::make_shared<rill::enrich_metrics>();
 
   auto s = rill::enrich(
@@ -150,8 +158,7 @@ int main(int argc, char** argv) {
       [](const item& it) { return keys[it.seq % keys.size()]; },
       [](item&& it, json&& v) { return std::pair{it, std::move(v)}; },
       [&](rill::record<item>&& r, const rill::enrich_error& e) {
-        ++errors;
-        std::cerr << "enrichment: record " << r.value.seq << ": " << e.reason << '\n';
+        errors.add("record " + std::to_string(r.value.seq) + ": " + e.reason, std::chrono::steady_clock::now());
       });
   auto job = std::move(s).sink([&](std::pair<item, json>&& p) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p.first.born).count();
@@ -176,6 +183,7 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &u1);
   done = true;
   sampler.join();
+  errors.finish();
 
   auto cpu = [](const rusage& u) {
     return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
@@ -183,7 +191,7 @@ int main(int argc, char** argv) {
   std::sort(latencies_ms.begin(), latencies_ms.end());
   auto q = [&](double p) { return latencies_ms.empty() ? 0.0 : latencies_ms[std::size_t(p * (latencies_ms.size() - 1))]; };
   json summary = {
-      {"records", total}, {"enriched", latencies_ms.size()}, {"errors", errors.load()},
+      {"records", total}, {"enriched", latencies_ms.size()}, {"errors", errors.total()},
       {"seconds", rep.elapsed_s}, {"records_per_s", double(latencies_ms.size()) / rep.elapsed_s},
       {"latency_ms_p50", q(0.5)}, {"latency_ms_p99", q(0.99)},
       {"requests", m->requests.load()}, {"retries", m->retries.load()},
@@ -193,5 +201,5 @@ int main(int argc, char** argv) {
       {"cpu_percent", 100.0 * (cpu(u1) - cpu(u0)) / rep.elapsed_s},
       {"peak_rss_mib", u1.ru_maxrss / 1024}};
   std::cout << summary.dump() << '\n';
-  return errors ? 1 : 0;
+  return errors.total() ? 1 : 0;
 }

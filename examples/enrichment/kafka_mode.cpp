@@ -6,7 +6,9 @@
 
 #include <array>
 #include <atomic>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <optional>
 #include <regex>
 #include <thread>
@@ -18,6 +20,8 @@
 #include <rill/rill.hpp>
 
 #include "enrichment_service.hpp"
+#include "cli_checks.hpp"
+#include "reporting.hpp"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -123,8 +127,10 @@ struct timed_sink {
 std::chrono::milliseconds parse_ms(const std::string& text, const std::string& option) {
   static const std::regex re(R"(^\s*(\d+)\s*(ms|s)?\s*$)");
   std::smatch m;
-  if (!std::regex_match(text, m, re) || m[1].length() > 9)
+  if (!std::regex_match(text, m, re))
     throw CLI::ValidationError(option, "expected e.g. 3s or 500ms, got \"" + text + "\"");
+  if (m[1].length() > 9)
+    throw CLI::ValidationError(option, "\"" + text + "\" is out of range: at most 999999999 (s or ms)");
   const long long n = std::stoll(m[1].str());
   return m[2].matched && m[2].str() == "ms" ? std::chrono::milliseconds{n} : std::chrono::seconds{n};
 }
@@ -148,7 +154,7 @@ std::string check_service(const std::string& url) {
 
 int pipeline(const options& o, const enrich_settings& e, const std::string& url, bool in_process) {
   const auto idle = parse_ms(o.idle_exit, "--idle-exit");
-  const auto every = std::max(parse_ms(o.progress_interval, "--progress-interval"), std::chrono::milliseconds{20});
+  const auto every = parse_ms(o.progress_interval, "--progress-interval");  // > 0: checked at parse
   rill::kafka_source<> src{{.brokers = o.brokers, .group = o.group, .topics = {o.from},
                             .commit_interval = 1s,
                             // a SIGKILLed instance's partitions move to a new one after 10 s, not 45 s
@@ -202,8 +208,9 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
   // --progress, --idle-exit: one watcher thread, 20 ms steps.
   std::atomic<bool> running{true};
   std::thread watcher([&] {
-    std::uint64_t last = 0, last_delivered = 0;
+    std::uint64_t last = 0;
     auto since = steady::now(), tick = since;
+    rill_examples::interval_rate delivered_rate{kafka->stats().delivered.load(), tick};
     bool stop_sent = false;
     while (running.load()) {
       std::this_thread::sleep_for(20ms);
@@ -211,13 +218,14 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
       const auto c = sst->consumed.load();
       if (o.progress && now - tick >= every) {
         const auto d = kafka->stats().delivered.load();
-        std::cerr << "enrichment: progress consumed=" << c << " enriched=" << m->enriched.load()
-                  << " delivered=" << d << " in_flight=" << m->in_flight.load()
-                  << " undelivered=" << kafka->undelivered() << " failed=" << failed.load()
-                  << " commits=" << sst->commits.load() << " pauses=" << sst->pauses.load() << " records_per_s="
-                  << std::uint64_t(double(d - last_delivered) / std::chrono::duration<double>(now - tick).count())
-                  << std::endl;
-        last_delivered = d;
+        // records delivered per second over this interval, fractional (3 in 4 s: 0.8)
+        const double rate = delivered_rate.sample(d, now);
+        std::ostringstream line;
+        line << "enrichment: progress consumed=" << c << " enriched=" << m->enriched.load() << " delivered=" << d
+             << " in_flight=" << m->in_flight.load() << " undelivered=" << kafka->undelivered()
+             << " failed=" << failed.load() << " commits=" << sst->commits.load()
+             << " pauses=" << sst->pauses.load() << " records_per_s=" << std::fixed << std::setprecision(1) << rate;
+        std::cerr << line.str() << std::endl;
         tick = now;
       }
       if (c != last) {
@@ -278,9 +286,22 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--idle-exit", o.idle_exit, "Kafka mode: stop after this long without input, e.g. 3s (0 = until SIGTERM); "
                  "before the first record 10x as long (joining the group takes seconds)");
   app.add_option("--workers", o.workers, "Kafka mode: consumers in this process (default 1)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{64}));
+      ->check(rill_examples::whole_number(1, 64));
   app.add_flag("--progress", o.progress, "Kafka mode: a progress line on stderr every --progress-interval");
-  app.add_option("--progress-interval", o.progress_interval, "Kafka mode: e.g. 250ms (default 1s)");
+  app.add_option("--progress-interval", o.progress_interval,
+                 "Kafka mode: e.g. 250ms (default 1s; must be > 0: without --progress there are no "
+                 "progress lines)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              if (parse_ms(text, "--progress-interval").count() <= 0)
+                return "must be > 0 (leave --progress out for no progress lines), got \"" + text + "\"";
+            } catch (const CLI::ValidationError& e) {
+              return std::string(e.what()).substr(std::string("--progress-interval: ").size());
+            }
+            return {};
+          },
+          "DURATION > 0", "duration"));
 }
 
 int run(const options& o, const enrich_settings& e) {

@@ -36,7 +36,7 @@ struct options {
   std::string idle_exit = "0";
   std::size_t workers = 1;  ///< consumers (one per worker) in this process
   bool progress = false;    ///< a progress line on stderr every progress_interval
-  std::string progress_interval = "1s";  ///< "250ms", "2s"
+  std::string progress_interval = "1s";  ///< "250ms", "2s"; > 0 (checked while parsing)
   bool active() const { return !brokers.empty() || !from.empty() || !to.empty(); }
 };
 

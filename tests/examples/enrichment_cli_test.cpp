@@ -1,0 +1,62 @@
+// examples/enrichment on bad arguments and with its REST service down: each bad value
+// exits 2 with a message naming the option and the value (Kafka-mode options too, checked
+// while parsing: no broker needed); a service that is down gives exact error counts and a
+// few lines on stderr, not one per record.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_util.hpp"
+
+namespace {
+
+using cli_test::has;
+using cli_test::line_count;
+const auto scratch = cli_test::scratch_dir("enrichment_cli_test");
+cli_test::outcome run(const std::string& command) { return cli_test::run(command, scratch); }
+void expect_usage_error(const std::string& command, std::initializer_list<std::string> parts) {
+  cli_test::expect_usage_error(command, parts, scratch);
+}
+const std::string enrichment = ENRICHMENT_BINARY;
+
+TEST(enrichment_cli, numbers_out_of_range_name_the_option_and_the_value) {
+  expect_usage_error(enrichment + " --batch-size 99999999999999999999",
+                     {"--batch-size", "99999999999999999999", "out of range", "1..1000000"});
+  expect_usage_error(enrichment + " --max-in-flight 99999999999999999999",
+                     {"--max-in-flight", "99999999999999999999", "out of range"});
+  expect_usage_error(enrichment + " --latency -1", {"--latency: must be >= 0, got -1"});
+  expect_usage_error(enrichment + " --rate 1e400", {"--rate", "1e400", "out of range"});
+  expect_usage_error(enrichment + " --seconds 0", {"--seconds: must be > 0, got 0"});
+  // Kafka-mode options are checked while parsing: no broker is contacted.
+  expect_usage_error(
+      enrichment + " --brokers 127.0.0.1:1 --from a --to b --workers 99999999999999999999",
+      {"--workers", "99999999999999999999", "out of range", "1..64"});
+  expect_usage_error(
+      enrichment + " --brokers 127.0.0.1:1 --from a --to b --idle-exit 99999999999999999999s",
+      {"--idle-exit", "99999999999999999999s", "out of range"});
+}
+
+// 0s would print a line every loop step; no --progress is how to have none.
+TEST(enrichment_cli, progress_interval_must_be_positive) {
+  for (const char* zero : {"0s", "0ms", "0"})
+    expect_usage_error(
+        enrichment + " --brokers 127.0.0.1:1 --from a --to b --progress --progress-interval " +
+            zero,
+        {std::string("--progress-interval: must be > 0"), std::string("\"") + zero + "\""});
+}
+
+// The service is down (nothing listens on port 1): every record fails, the count is
+// exact, but stderr gets the first failure and a few count lines, not one per record.
+TEST(enrichment_cli, service_down_errors_are_aggregated_and_counted_exactly) {
+  const auto r = run(enrichment + " --url http://127.0.0.1:1/enrich --rate 0 --seconds 0.02");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["records"], 2000);
+  EXPECT_EQ(summary["errors"], 2000);
+  EXPECT_EQ(summary["enriched"], 0);
+  EXPECT_LE(line_count(r.err), 5u) << r.err;
+  EXPECT_TRUE(has(r.err, "refused")) << r.err;
+  EXPECT_TRUE(has(r.err, "2000 in total")) << r.err;
+}
+
+}  // namespace
