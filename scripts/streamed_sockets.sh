@@ -8,9 +8,9 @@
 # indexer's and forwarder's segment files have the same MD5 (unless --no-disk).
 # Default: 1 GiB as fast as possible, 1000 real requests/s, disk on.
 # Exit status: 0 ok; 1 a role failed (its log is printed and the other roles are stopped)
-# or the copies differ; 2 bad arguments. --bytes must be a positive multiple of 32 (the
-# record size). Logs go to --work DIR (kept), or to a temporary directory removed after a
-# successful run.
+# or the copies differ; 2 bad arguments (the message names the option and the value).
+# --bytes must be a multiple of 32 (the record size), 32 B to 1 PiB. Logs go to --work DIR
+# (kept), or to a temporary directory removed after a successful run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bytes=$((1 << 30)); rate=0; tick=(); real=1000; disk=1; nagle=(); bin=""; work=""; base=7100
@@ -34,12 +34,21 @@ while [ $# -gt 0 ]; do
   esac
 done
 num='^[0-9]+([.][0-9]+)?$'
-[[ $bytes =~ ^[0-9]+$ ]] && [ "$bytes" -gt 0 ] && [ $((bytes % 32)) = 0 ] \
-  || usage "--bytes must be a positive multiple of 32 (the record size), got '$bytes'"
-[[ $rate =~ $num ]] || usage "--rate must be a number of GB/s >= 0 (0 = as fast as possible), got '$rate'"
-[[ $real =~ $num ]] && awk "BEGIN { exit !($real > 0) }" || usage "--real-rate must be a number > 0, got '$real'"
-[ ${#tick[@]} = 0 ] || { [[ ${tick[1]} =~ ^[0-9]+$ ]] && [ "${tick[1]}" -gt 0 ]; } || usage "--tick must be a whole number of µs > 0, got '${tick[1]}'"
-[[ $base =~ ^[0-9]+$ ]] && [ "$base" -ge 1 ] && [ "$base" -le 65530 ] || usage "--base-port must be 1..65530, got '$base'"
+# whole OPTION VALUE MIN MAX: a whole number in MIN..MAX (at most 18 digits are compared,
+# so a huge value is "out of range", never a shell arithmetic error).
+whole() {
+  [[ $2 =~ ^[0-9]+$ ]] || usage "$1 must be a whole number in $3..$4, got '$2'"
+  [ ${#2} -le 18 ] && [ "$((10#$2))" -ge "$3" ] && [ "$((10#$2))" -le "$4" ] \
+    || usage "$1 $2 is out of range: must be in $3..$4"
+}
+whole --bytes "$bytes" 32 $((1 << 50))
+[ $((10#$bytes % 32)) = 0 ] || usage "--bytes must be a multiple of 32 (the record size), got '$bytes'"
+[[ $rate =~ $num ]] && awk "BEGIN { exit !($rate <= 1000) }" \
+  || usage "--rate must be a number of GB/s in 0..1000 (0 = as fast as possible), got '$rate'"
+[[ $real =~ $num ]] && awk "BEGIN { exit !($real > 0 && $real <= 1000000) }" \
+  || usage "--real-rate must be a number > 0 and <= 1000000, got '$real'"
+[ ${#tick[@]} = 0 ] || whole --tick "${tick[1]}" 1 1000000000
+whole --base-port "$base" 1 65530
 if [ -z "$bin" ]; then
   for b in "$root"/build*/examples/streamed_sockets/streamed_sockets; do [ -x "$b" ] && bin=$b && break; done
 fi

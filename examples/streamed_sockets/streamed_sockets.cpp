@@ -36,6 +36,8 @@
 #include "rill/connectors/tcp_sink.hpp"
 #include "rill/connectors/tcp_source.hpp"
 
+#include "cli_checks.hpp"
+
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using clk = std::chrono::steady_clock;
@@ -344,21 +346,45 @@ int main(int argc, char** argv) {
                  "(connect:...); terminator: the tap input (listen:...)");
   app.add_option("--dir", c.dir,
                  "indexer/forwarder: directory for segment files (empty = no disk)");
-  app.add_option("--bytes", c.bytes, "generator: bytes to send (multiple of 32)");
+  // Numeric options: rill_examples checks (the message names the value and the range).
+  constexpr std::int64_t pib = std::int64_t{1} << 50;
+  app.add_option("--bytes", c.bytes, "generator: bytes to send (multiple of 32)")
+      ->check(rill_examples::whole_number(32, pib, "a multiple of 32, at most 1 PiB"));
   app.add_option("--rate", c.rate_gbps,
-                 "generator: fake traffic target in GB/s (0 = as fast as possible)");
+                 "generator: fake traffic target in GB/s (0 = as fast as possible)")
+      ->check(rill_examples::number_in(0, 1000, false, "0 = as fast as possible"));
   app.add_option("--real-rate", c.real_per_s, "generator: real requests per second")
-      ->check(CLI::PositiveNumber);
+      ->check(rill_examples::number_in(0, 1e6, true));
   app.add_option("--tick", tick_us,
                  "generator, paced (--rate > 0): microseconds between two writes (larger = "
                  "fewer, bigger writes at every hop)")
-      ->check(CLI::PositiveNumber);
+      ->check(rill_examples::whole_number(1, 1'000'000'000));
   app.add_option("--segment-records", c.segment_records, "records per segment file")
-      ->check(CLI::PositiveNumber);
+      ->check(rill_examples::whole_number(1, std::int64_t{1} << 40));
   app.add_option("--buffer", c.buffer_bytes,
-                 "bytes buffered per TCP destination before backpressure");
+                 "bytes buffered per TCP destination before backpressure")
+      ->check(rill_examples::whole_number(1, pib));
   app.add_flag("--nagle", c.nagle, "leave Nagle's algorithm on (default: TCP_NODELAY)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the error
+    return code == 0 ? 0 : 2;      // bad arguments: 2
+  }
+  if (c.bytes % blob != 0) {
+    std::fprintf(stderr, "--bytes: must be a multiple of %zu (the record size), got %llu\n", blob,
+                 (unsigned long long)c.bytes);
+    return 2;
+  }
+  // The endpoints each role needs (without them it would fail later with a less clear message).
+  auto need = [&](bool ok, const char* what) {
+    if (!ok) std::fprintf(stderr, "streamed_sockets: --role %s needs %s\n", c.role.c_str(), what);
+    return ok;
+  };
+  const bool gen = c.role == "generator";
+  if (!need(gen || !c.in.empty(), "--in ENDPOINT") || !need(!gen || !c.out.empty(), "--out ENDPOINT") ||
+      !need(!(gen || c.role == "processor") || !c.back.empty(), "--back ENDPOINT"))
+    return 2;
   c.tick = std::chrono::microseconds{tick_us};
   try {
     if (c.role == "generator") return generator(c);

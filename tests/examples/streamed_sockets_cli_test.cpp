@@ -1,0 +1,48 @@
+// examples/streamed_sockets and scripts/streamed_sockets.sh on bad arguments: each bad
+// value exits 2 with a message naming the option and the value (a huge number is "out of
+// range", never a shell arithmetic error); a role without the endpoints it needs says so.
+#include <gtest/gtest.h>
+
+#include "cli_test_util.hpp"
+
+namespace {
+
+using cli_test::has;
+using cli_test::line_count;
+const auto scratch = cli_test::scratch_dir("streamed_sockets_cli_test");
+cli_test::outcome run(const std::string& command) { return cli_test::run(command, scratch); }
+void expect_usage_error(const std::string& command, std::initializer_list<std::string> parts) {
+  cli_test::expect_usage_error(command, parts, scratch);
+}
+const std::string sockets = STREAMED_SOCKETS_BINARY, sockets_script = STREAMED_SOCKETS_SCRIPT;
+
+TEST(streamed_sockets_cli, numbers_out_of_range_name_the_option_and_the_value) {
+  const std::string gen =
+      sockets + " --role generator --out connect:127.0.0.1:1 --back listen:127.0.0.1:0";
+  expect_usage_error(gen + " --bytes 99999999999999999999",
+                     {"--bytes", "99999999999999999999", "out of range"});
+  expect_usage_error(gen + " --bytes -1", {"--bytes: must be >= 32", "got -1"});
+  expect_usage_error(gen + " --bytes 33", {"--bytes", "multiple of 32", "33"});
+  expect_usage_error(gen + " --tick 99999999999999999999",
+                     {"--tick", "99999999999999999999", "out of range"});
+  expect_usage_error(gen + " --real-rate 1e400", {"--real-rate", "1e400", "out of range"});
+  expect_usage_error(sockets + " --role indexer --in listen:127.0.0.1:0 --buffer -1",
+                     {"--buffer: must be >= 1, got -1"});
+  expect_usage_error(sockets + " --role generator", {"--role generator needs --out"});
+}
+
+TEST(streamed_sockets_cli, script_rejects_huge_numbers_without_shell_errors) {
+  for (const std::string opt : {"--bytes", "--tick", "--base-port"}) {
+    SCOPED_TRACE(opt);
+    const auto r = run(sockets_script + " " + opt + " 99999999999999999999 --bin /bin/false");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(has(r.err, opt + " 99999999999999999999 is out of range")) << r.err;
+    EXPECT_FALSE(has(r.err, "integer expression")) << r.err;
+  }
+  expect_usage_error(sockets_script + " --bytes 33 --bin /bin/false",
+                     {"--bytes", "multiple of 32", "'33'"});
+  expect_usage_error(sockets_script + " --real-rate 99999999999999999999 --bin /bin/false",
+                     {"--real-rate", "99999999999999999999"});
+}
+
+}  // namespace
