@@ -10,6 +10,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "cli_checks.hpp"
 #include "enrichment_service.hpp"
 
 int main(int argc, char** argv) {
@@ -18,13 +19,21 @@ int main(int argc, char** argv) {
   int latency_ms = 0;
   std::vector<std::string> faults;
   app.add_option("--address", o.address, "address to bind (default 127.0.0.1)");
-  app.add_option("--port", o.port, "port (0 = ephemeral, printed)");
-  app.add_option("--latency", latency_ms, "artificial latency per request, ms")->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", o.threads, "server threads")->check(CLI::PositiveNumber);
+  // Numeric options: rill_examples checks (the message names the value and the range).
+  app.add_option("--port", o.port, "port (0 = ephemeral, printed)")
+      ->check(rill_examples::whole_number(0, 65535, "0 = ephemeral"));
+  app.add_option("--latency", latency_ms, "artificial latency per request, ms")
+      ->check(rill_examples::whole_number(0, 3'600'000));
+  app.add_option("--threads", o.threads, "server threads")->check(rill_examples::whole_number(1, 256));
   app.add_option("--services-file", o.services_file, "services(5) file (netbase)");
   app.add_option("--fault", faults,
                  "KIND:RATE or KIND:first=N, KIND in 5xx, drop, malformed, wrong_length, stall");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the error
+    return code == 0 ? 0 : 2;      // bad arguments: 2, as for --fault
+  }
   o.latency = std::chrono::milliseconds{latency_ms};
   for (const auto& f : faults) {
     const auto colon = f.find(':');

@@ -25,9 +25,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+
+#include "cli_checks.hpp"
 
 namespace {
 
@@ -141,18 +144,25 @@ int main(int argc, char** argv) {
   app.add_option("--output,-o", output, "pcap file to write")->capture_default_str();
   app.add_option("--flows", flows, "number of flows (even: TCP, odd: UDP)")
       ->capture_default_str()
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32));
+      ->check(rill_examples::whole_number(1, std::int64_t{1} << 32));
   app.add_option("--packets-per-flow", per_flow, "packets in each flow")
       ->capture_default_str()
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32));
+      ->check(rill_examples::whole_number(1, std::int64_t{1} << 32));
   app.add_option("--jitter", jitter_text, "max timestamp jitter (ns/us/ms/s), 0 = in order")
       ->capture_default_str();
   app.add_option("--interval", interval_text, "nominal gap between packets (ns/us/ms/s)")
       ->capture_default_str();
-  app.add_option("--seed", seed, "jitter seed (same seed, same file)")->capture_default_str();
+  app.add_option("--seed", seed, "jitter seed (same seed, same file)")
+      ->capture_default_str()
+      ->check(rill_examples::whole_number(0, std::numeric_limits<std::int64_t>::max()));
   app.add_flag("--nanosecond", nano, "write nanosecond timestamps (default microseconds)");
   app.add_flag("--quiet,-q", quiet, "no summary line");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the error
+    return code == 0 ? 0 : 2;      // bad arguments: 2
+  }
 
   const auto jitter = parse_duration(jitter_text);
   const auto interval = parse_duration(interval_text);

@@ -36,6 +36,15 @@ TEST(enrichment_cli, numbers_out_of_range_name_the_option_and_the_value) {
       {"--idle-exit", "99999999999999999999s", "out of range"});
 }
 
+// The service on its own: a huge --threads used to try to start 2^64-1 threads.
+TEST(enrichment_cli, service_numbers_out_of_range_name_the_option_and_the_value) {
+  const std::string svc = ENRICHMENT_SERVICE_BINARY;
+  expect_usage_error(svc + " --threads 99999999999999999999",
+                     {"--threads", "99999999999999999999", "out of range"});
+  expect_usage_error(svc + " --port 65536", {"--port", "65536", "out of range", "0..65535"});
+  expect_usage_error(svc + " --latency -1", {"--latency: must be >= 0, got -1"});
+}
+
 // 0s would print a line every loop step; no --progress is how to have none.
 TEST(enrichment_cli, progress_interval_must_be_positive) {
   for (const char* zero : {"0s", "0ms", "0"})

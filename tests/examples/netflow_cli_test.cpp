@@ -39,6 +39,16 @@ TEST(netflow_cli, durations_are_reported_under_the_option_typed) {
                      {"--max-delay", "99999999999999999999s", "too large"});
 }
 
+// pcapgen, netflow's capture generator, the same way.
+TEST(netflow_cli, pcapgen_numbers_out_of_range_name_the_option_and_the_value) {
+  const std::string gen =
+      std::string(PCAPGEN_BINARY) + " --quiet --output " + (scratch / "g.pcap").string();
+  expect_usage_error(gen + " --flows 99999999999999999999",
+                     {"--flows", "99999999999999999999", "out of range"});
+  expect_usage_error(gen + " --packets-per-flow -1", {"--packets-per-flow: must be >= 1, got -1"});
+  expect_usage_error(gen + " --seed -1", {"--seed: must be >= 0, got -1"});
+}
+
 // --summary - is stdout; it cannot share stdout with the rows.
 TEST(netflow_cli, summary_dash_is_stdout) {
   const auto rows = scratch / "rows.jsonl";
