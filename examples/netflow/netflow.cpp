@@ -134,7 +134,7 @@ struct line_writer {
 std::string option_of(const std::string& key) {
   static const std::map<std::string, std::string> names = {
       {"window_sort.length", "--window"}, {"window_sort.max_delay", "--max-delay"},
-      {"runtime.workers", "--workers"},   {"topology", "--topology"}};
+      {"runtime.workers", "--workers"},   {"runtime.topology", "--topology"}};
   const auto it = names.find(key);
   return it == names.end() ? key : it->second;
 }
@@ -350,7 +350,11 @@ int main(int argc, char** argv) {
     std::cerr << "netflow: " << e.what() << '\n';
     return 2;
   } catch (const rill::config_error& e) {  // named by the option the user typed
-    std::cerr << "netflow: " << option_of(e.key()) << ": " << e.what() << '\n';
+    // what() starts with the key ("runtime.topology: expected ..."): the option replaces it
+    const std::string what = e.what(), option = option_of(e.key());
+    std::cerr << "netflow: "
+              << (what.rfind(e.key(), 0) == 0 ? option + what.substr(e.key().size()) : option + ": " + what)
+              << '\n';
     return 2;
   } catch (const std::exception& e) {  // e.g. an exception from a worker, rethrown by run()
     std::cerr << "netflow: error: " << e.what() << '\n';

@@ -35,6 +35,14 @@ TEST(netflow_cli, durations_are_reported_under_the_option_typed) {
     EXPECT_TRUE(has(r.err, std::string("--window: must be > 0, got \"") + zero + "\"")) << r.err;
     EXPECT_FALSE(has(r.err, "window_sort")) << "internal name in: " << r.err;
   }
+  // a value only the runtime rejects is still named by its option
+  {
+    const auto r = run(netflow + " --topology bad");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(has(r.err, "netflow: --topology: expected")) << r.err;
+    EXPECT_TRUE(has(r.err, "\"bad\"")) << r.err;
+    EXPECT_FALSE(has(r.err, "runtime.")) << "internal name in: " << r.err;
+  }
   expect_usage_error(netflow + " --max-delay 99999999999999999999s",
                      {"--max-delay", "99999999999999999999s", "too large"});
 }
