@@ -95,7 +95,10 @@ using netflow::row_json;
 std::chrono::nanoseconds parse_idle(const std::string& text) {
   static const std::regex re(R"(^\s*(\d+)\s*(ms|s)?\s*$)");
   std::smatch m;
-  if (!std::regex_match(text, m, re)) throw CLI::ValidationError("--idle-exit", "expected e.g. 3s or 500ms");
+  if (!std::regex_match(text, m, re))
+    throw CLI::ValidationError("--idle-exit", "expected e.g. 3s or 500ms, got \"" + text + "\"");
+  if (m[1].length() > 9)  // 999999999 s (31 years) still fits in nanoseconds
+    throw CLI::ValidationError("--idle-exit", "\"" + text + "\" is out of range: at most 999999999 (s or ms)");
   const long long n = std::stoll(m[1].str());
   return m[2].matched && m[2].str() == "ms" ? std::chrono::nanoseconds{std::chrono::milliseconds{n}}
                                             : std::chrono::nanoseconds{std::chrono::seconds{n}};

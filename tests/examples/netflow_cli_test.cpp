@@ -47,6 +47,15 @@ TEST(netflow_cli, durations_are_reported_under_the_option_typed) {
                      {"--max-delay", "99999999999999999999s", "too large"});
 }
 
+// Kafka mode's --idle-exit is checked before any broker is contacted (was "netflow: stoll").
+TEST(netflow_cli, kafka_idle_exit_out_of_range_names_the_option_and_the_value) {
+  expect_usage_error(
+      netflow + " --brokers 127.0.0.1:1 --from a --to b --idle-exit 99999999999999999999s",
+      {"--idle-exit", "\"99999999999999999999s\" is out of range"});
+  expect_usage_error(netflow + " --brokers 127.0.0.1:1 --from a --to b --idle-exit abc",
+                     {"--idle-exit", "\"abc\""});
+}
+
 // pcapgen, netflow's capture generator, the same way.
 TEST(netflow_cli, pcapgen_numbers_out_of_range_name_the_option_and_the_value) {
   const std::string gen =
