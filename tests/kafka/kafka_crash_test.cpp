@@ -136,7 +136,10 @@ TEST(KafkaCrash, ScaleOutKillOneOfTwoProcessesLosesNothing) {
   kt::produce(in, kv);
   std::vector<long long> per(4, 0);
   for (int i = 0; i < n; ++i) ++per[kt::java_partition("k" + std::to_string(i), 4)];
-  const std::vector<std::string> cmd{RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "1000"};
+  // 2 ms of work per record: 20,000 records take both processes (2 workers each) about
+  // 10 s, so the kill at 4,000 outputs lands mid-run even on a loaded machine (with 1 ms
+  // a CI run saw every output written before the kill).
+  const std::vector<std::string> cmd{RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "2000"};
   pid_t a = spawn(cmd), b = spawn(cmd);
   ASSERT_GT(a, 0);
   ASSERT_GT(b, 0);
