@@ -35,11 +35,16 @@ inline std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-/// Runs `command` under bash (no single quotes in it) in `scratch`; stdout and stderr are
-/// captured separately.
+/// Runs `command` under bash (no single quotes in it); stdout and stderr are captured
+/// separately, in files under `scratch` named after the running test (ctest -j runs the
+/// tests of one binary as parallel processes: they must not share a file).
 inline outcome run(const std::string& command, const fs::path& scratch) {
   fs::create_directories(scratch);
-  const auto out = scratch / "stdout", err = scratch / "stderr";
+  static int calls = 0;
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string base = std::string(test ? test->test_suite_name() : "none") + "." +
+                           (test ? test->name() : "none") + "." + std::to_string(calls++);
+  const auto out = scratch / (base + ".stdout"), err = scratch / (base + ".stderr");
   const std::string cmd =
       "bash -c '" + command + "' >" + out.string() + " 2>" + err.string() + " </dev/null";
   const int status = std::system(cmd.c_str());
