@@ -3,6 +3,7 @@
 // at-least-once commits, rebalance handling, and pause/resume for backpressure.
 #include "rill/connectors/kafka_source.hpp"
 
+#include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 
 #include <algorithm>
@@ -110,8 +111,10 @@ struct partition_track {
   /// Its token died. failed: the commit must not pass it (held until a restart).
   /// Returns true when the entry was found.
   bool ack(std::int64_t off, bool failed) {
-    auto it = std::lower_bound(open.begin(), open.end(), off,
-                               [](const auto& e, std::int64_t o) { return e.first < o; });
+    auto it = !open.empty() && open.front().first == off  // the usual case: acks in order
+                  ? open.begin()
+                  : std::lower_bound(open.begin(), open.end(), off,
+                                     [](const auto& e, std::int64_t o) { return e.first < o; });
     if (it == open.end() || it->first != off || it->second != open_) return false;
     it->second = failed ? failed_ : done_;
     while (!open.empty() && open.front().second == done_) {
@@ -138,7 +141,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   std::shared_ptr<kafka_source_stats> stats;
   std::function<void(const kafka_bad_message&)> on_bad;
   std::unique_ptr<RdKafka::KafkaConsumer> c;
-  std::shared_ptr<ack_inbox> inbox = std::make_shared<ack_inbox>();
+  ack_inbox::owner inbox = ack_inbox::make();  ///< this split's acks and token pool
   std::unordered_map<std::int32_t, partition_track> parts;
   /// Partitions of the last eager revoke (not lost), kept until the next assignment: a
   /// partition assigned straight back to this split resumes at its position with its
@@ -148,7 +151,8 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   std::unordered_map<std::int32_t, std::uint32_t> gens;
   std::deque<std::unique_ptr<RdKafka::Message>> stash;
   std::unique_ptr<RdKafka::Message> cur;
-  std::string cur_topic;  ///< message_view::topic points here
+  std::string cur_topic;  ///< message_view::topic points here: the last message's topic
+  std::int32_t cur_topic_no = -1;  ///< its number in the topic table (pid >> 16), -1: none yet
   std::vector<ack_entry> acks;
   std::chrono::steady_clock::time_point last_commit = std::chrono::steady_clock::now();
   std::string err;
@@ -182,8 +186,10 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
 
   void drain_acks() {
     inbox->drain(acks);
+    std::int32_t last_pid = -1;
+    partition_track* t = nullptr;
     for (const auto& a : acks) {
-      auto* t = track_of(a.pid);
+      if (a.pid != last_pid || !t) t = track_of(last_pid = a.pid);  // runs of one partition
       if (t && t->gen == a.gen && t->ack(a.offset, a.failed) && a.failed) bump(stats->held);
     }
   }
@@ -458,12 +464,18 @@ bool split_core::next(message_view& m) {
     p.cur = p.consume_one();
     if (!p.cur) return false;
   }
-  const auto* msg = p.cur.get();
-  p.cur_topic = msg->topic_name();
+  auto* msg = p.cur.get();
+  // The topic's name through the C handle (no std::string per message, as topic_name()
+  // makes); the table lookup (a mutex) only when the topic differs from the last one.
+  const char* name = rd_kafka_topic_name(msg->c_ptr()->rkt);
+  if (p.cur_topic_no < 0 || p.cur_topic != name) {
+    p.cur_topic = name;
+    p.cur_topic_no = p.pid_of(p.cur_topic, 0) >> 16;
+  }
   m.topic = p.cur_topic;
   m.partition = msg->partition();
   m.offset = msg->offset();
-  m.pid = p.pid_of(msg->topic_name(), msg->partition());
+  m.pid = (p.cur_topic_no << 16) | msg->partition();
   const auto ts = msg->timestamp();
   m.timestamp_ms = ts.type == RdKafka::MessageTimestamp::MSG_TIMESTAMP_NOT_AVAILABLE ? -1 : ts.timestamp;
   m.has_key = msg->key_pointer() != nullptr;
@@ -482,7 +494,7 @@ std::shared_ptr<ack_token> split_core::track(const message_view& m) {
     gen = it->second.gen;
     it->second.emitted(m.offset);
   }
-  return std::make_shared<offset_token>(p.inbox, ack_entry{m.pid, m.offset, gen, false});
+  return p.inbox->make_token(ack_entry{m.pid, m.offset, gen, false});
 }
 
 bool split_core::settled() {
