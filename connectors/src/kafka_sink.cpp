@@ -26,7 +26,21 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     std::int64_t ts;
     std::shared_ptr<ack_token> ack;  // released at the delivery report
   };
+  /// librdkafka's msg_opaque of a message with an ack token: keeps the token until the
+  /// delivery report. Pooled, so the per-record path allocates nothing of ours that
+  /// another thread frees (a glibc malloc's cross-thread free goes through the arena
+  /// lock): taken under mu, given back by dr_cb (any thread that serves delivery
+  /// reports) onto a lock-free stack that the next take under mu empties at once.
+  struct holder {
+    std::shared_ptr<ack_token> ack;
+    holder* next = nullptr;
+  };
+  static constexpr std::size_t holder_slab = 256;
   kafka_sink_options o;
+  // The holder pool before p: it outlives the producer (see ~producer_core).
+  std::vector<std::unique_ptr<holder[]>> slabs;  ///< under mu
+  holder* free_holders = nullptr;                ///< under mu
+  std::atomic<holder*> returned{nullptr};        ///< given back by dr_cb, any thread
   std::unique_ptr<RdKafka::Producer> p;
   kafka_sink_stats stats;
   std::atomic<std::uint64_t> pending{0};
@@ -37,16 +51,45 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   std::atomic<bool> stop{false};
   std::thread poller;
 
-  /// Tries to hand one message to librdkafka. false = QUEUE_FULL (keep it). Under mu.
+  /// A free holder. Under mu.
+  holder* take_holder() {
+    if (!free_holders) free_holders = returned.exchange(nullptr, std::memory_order_acquire);
+    if (!free_holders) {
+      auto slab = std::make_unique<holder[]>(holder_slab);
+      for (std::size_t i = 0; i + 1 < holder_slab; ++i) slab[i].next = &slab[i + 1];
+      free_holders = &slab[0];
+      slabs.push_back(std::move(slab));
+    }
+    holder* h = free_holders;
+    free_holders = h->next;
+    return h;
+  }
+  /// A holder whose token was released. Any thread, lock-free.
+  void give_back(holder* h) noexcept {
+    holder* top = returned.load(std::memory_order_relaxed);
+    do {
+      h->next = top;
+    } while (!returned.compare_exchange_weak(top, h, std::memory_order_release, std::memory_order_relaxed));
+  }
+
+  /// Tries to hand one message to librdkafka (it copies key and value: RK_MSG_COPY, so
+  /// the caller frees them on its own thread). false = QUEUE_FULL (keep it). Under mu.
   bool try_produce(item& it) {
-    auto* token = it.ack ? new std::shared_ptr<ack_token>(std::move(it.ack)) : nullptr;
+    holder* h = nullptr;
+    if (it.ack) {
+      h = take_holder();
+      h->ack = std::move(it.ack);
+    }
     const auto e = p->produce(o.topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
                               const_cast<char*>(it.m.value.data()), it.m.value.size(),
                               it.m.key ? it.m.key->data() : nullptr, it.m.key ? it.m.key->size() : 0,
-                              it.ts, token);
+                              it.ts, h);
     if (e == RdKafka::ERR_NO_ERROR) return true;
-    if (token) it.ack = std::move(*token);
-    delete token;
+    if (h) {
+      it.ack = std::move(h->ack);
+      h->next = free_holders;
+      free_holders = h;
+    }
     if (e == RdKafka::ERR__QUEUE_FULL) return false;
     fail(o.topic, it.m.key, it.m.value, "produce: " + RdKafka::err2str(e));  // e.g. too large
     if (it.ack) it.ack->fail();  // reported, but not done: no commit past its inputs
@@ -69,7 +112,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   }
 
   void dr_cb(RdKafka::Message& m) override {
-    std::unique_ptr<std::shared_ptr<ack_token>> token(static_cast<std::shared_ptr<ack_token>*>(m.msg_opaque()));
+    holder* h = static_cast<holder*>(m.msg_opaque());
     if (m.err() == RdKafka::ERR_NO_ERROR) {
       stats.delivered.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -78,9 +121,12 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
       std::lock_guard<std::mutex> g(mu);
       fail(m.topic_name(), key,
            std::string(static_cast<const char*>(m.payload()), m.payload() ? m.len() : 0), m.errstr());
-      if (token && *token) (*token)->fail();  // the inputs stay uncommitted (at-least-once)
+      if (h && h->ack) h->ack->fail();  // the inputs stay uncommitted (at-least-once)
     }
-    token.reset();  // releases the ack: done (or failed) for the source
+    if (h) {
+      h->ack.reset();  // releases the ack: done (or failed) for the source
+      give_back(h);
+    }
     pending.fetch_sub(1);
   }
   void event_cb(RdKafka::Event& ev) override {
@@ -131,6 +177,12 @@ producer_core::~producer_core() {
   s.p->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
   s.p->flush(1000);
   s.p->poll(0);
+  s.p.reset();
+  // A message librdkafka never reported (flush timed out) still has its holder: not
+  // delivered, so its token fails (no commit past its inputs) before the pool goes.
+  for (auto& slab : s.slabs)
+    for (std::size_t i = 0; i < impl::holder_slab; ++i)
+      if (auto& a = slab[i].ack) a->fail();
 }
 
 void producer_core::produce(kafka_message_out&& m, std::int64_t ts_ms, std::shared_ptr<ack_token>&& ack) {

@@ -19,7 +19,12 @@
 // Rules:
 //   - Producer: enable.idempotence=true, acks=all, partitioner=murmur2_random (the Java
 //     client's default key partitioning; null keys go to a random partition).
-//     The message timestamp is the record's event time in ms (0 when <= 0: "now").
+//     The message timestamp (options.timestamps): the record's event time in ms (the
+//     default, as Kafka Streams forwards record timestamps; 0 when <= 0: "now"), or the
+//     produce time. A broker deletes records by their timestamp (retention.ms, 7 days by
+//     default): records with old event times (a capture replayed years later) can be
+//     deleted before anyone reads them; produce_time avoids that, with the event time
+//     kept in the value (netflow does so).
 //   - Acks: write() keeps the record's ack token (record.ack; for a window record the
 //     ack_group of every record inside) until the delivery report, then releases it:
 //     after a success the input offsets count as done. A failure calls ack->fail() first:
@@ -30,6 +35,11 @@
 //     retried by the sink's poll thread) + librdkafka's queue and in-flight requests.
 //     end(worker) waits until pending is 0 or flush_timeout passed (C09); after a timeout
 //     undelivered() tells how many records were not confirmed and errors() says so.
+//   - Copies: librdkafka copies key and value into its own message (RK_MSG_COPY), so
+//     the kafka_message_out is freed by the worker that wrote it. Without a serialiser
+//     (kafka_record<std::string, std::string>) the record's key and value are moved into
+//     the kafka_message_out, not copied. The ack token waits for the delivery report in
+//     a pooled holder: per record, the sink itself allocates nothing another thread frees.
 //   - A delivery that fails for good (message.timeout.ms, non-retriable broker error)
 //     goes to on_error, counts in stats().failed, and is in errors(): never silent.
 //   - Records that carry a source position but no ack token count in stats().untracked
@@ -65,6 +75,9 @@ struct kafka_sink_options {
   std::chrono::milliseconds flush_timeout{30000}; ///< end(): wait for delivery reports
   std::chrono::milliseconds delivery_timeout{30000};  ///< message.timeout.ms
   std::map<std::string, std::string> config;      ///< extra librdkafka properties
+  /// Kafka message timestamp: the record's event time, or the produce time ("now").
+  enum class timestamp_source { event_time, produce_time };
+  timestamp_source timestamps = timestamp_source::event_time;
 };
 
 struct kafka_message_out {
@@ -119,13 +132,14 @@ class kafka_sink {
   using serialiser = std::function<kafka_message_out(const T&)>;
 
   /// Connects lazily (librdkafka); throws std::invalid_argument for a bad option.
-  /// For T = kafka_record<std::string, std::string> the serialiser may be omitted
-  /// (key and value are copied).
+  /// For T = kafka_record<std::string, std::string> the serialiser may be omitted: the
+  /// record's key and value are then moved into the message, not copied (write() owns
+  /// the record).
   explicit kafka_sink(kafka_sink_options o, serialiser s = nullptr)
       : o_(std::move(o)), ser_(std::move(s)), core_(std::make_unique<kafka_detail::producer_core>(o_)) {
-    if constexpr (std::is_same_v<T, kafka_record<std::string, std::string>>)
-      if (!ser_) ser_ = [](const T& r) { return kafka_message_out{r.key, r.value}; };
-    if (!ser_) throw std::invalid_argument("kafka_sink: serialiser missing");
+    if constexpr (is_raw)
+      if (!ser_) move_raw_ = true;
+    if (!ser_ && !move_raw_) throw std::invalid_argument("kafka_sink: serialiser missing");
   }
 
   /// Error side output for failed deliveries (called on the poll thread).
@@ -139,7 +153,16 @@ class kafka_sink {
   /// A serialiser exception propagates (fail policy: the run stops with it).
   void write(std::size_t, record<T>&& r) {
     if (!r.ack && r.position) core_->stats().untracked.fetch_add(1, std::memory_order_relaxed);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(r.time.time_since_epoch()).count();
+    const auto ms = o_.timestamps == kafka_sink_options::timestamp_source::event_time
+                        ? std::chrono::duration_cast<std::chrono::milliseconds>(r.time.time_since_epoch()).count()
+                        : 0;  // 0: librdkafka stamps the produce time
+    if constexpr (is_raw) {
+      if (move_raw_) {
+        core_->produce(kafka_message_out{std::move(r.value.key), std::move(r.value.value)}, ms > 0 ? ms : 0,
+                       std::move(r.ack));
+        return;
+      }
+    }
     core_->produce(ser_(static_cast<const T&>(r.value)), ms > 0 ? ms : 0, std::move(r.ack));
   }
   void progress(std::size_t, event_time) {}
@@ -162,8 +185,10 @@ class kafka_sink {
   std::vector<std::string> errors() const { return core_->errors(); }
 
  private:
+  static constexpr bool is_raw = std::is_same_v<T, kafka_record<std::string, std::string>>;
   kafka_sink_options o_;
   serialiser ser_;
+  bool move_raw_ = false;  ///< no serialiser given for a raw record: move key and value
   std::unique_ptr<kafka_detail::producer_core> core_;
 };
 
