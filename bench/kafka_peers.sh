@@ -63,8 +63,10 @@ mkdir -p "$work"
 
 die() { echo "kafka_peers: $*" >&2; exit 1; }
 [ -x "$build/bench/kafka_bench" ] || die "$build/bench/kafka_bench missing (ninja -C $build kafka_bench netflow)"
-[ -x "$build/examples/netflow/netflow" ] || die "$build/examples/netflow/netflow missing"
-[ -f "$pcap.truth.json" ] || die "$pcap.truth.json missing"
+if [[ " $parts " == *" flows "* ]]; then  # part 2 only (PARTS=map needs just kafka_bench)
+  [ -x "$build/examples/netflow/netflow" ] || die "$build/examples/netflow/netflow missing"
+  [ -f "$pcap.truth.json" ] || die "$pcap.truth.json missing"
+fi
 if [ ! -f "$ks/target/rill-kafka-streams-bench.jar" ]; then
   (cd "$ks" && mvn -B -q package) || die "mvn package in $ks failed"
 fi
