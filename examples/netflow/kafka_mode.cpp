@@ -110,7 +110,10 @@ int probe(const options& o, const std::vector<std::string>& inputs, rill::runtim
     return 2;
   }
   auto sink = std::make_shared<rill::kafka_sink<rill::packet>>(
-      rill::kafka_sink_options{.brokers = o.brokers, .topic = o.topic},
+      // Kafka timestamp = produce time, the capture time stays in the value: a broker
+      // deletes records by timestamp (retention.ms), and a capture may be years old.
+      rill::kafka_sink_options{.brokers = o.brokers, .topic = o.topic,
+                               .timestamps = rill::kafka_sink_options::timestamp_source::produce_time},
       [](const rill::packet& p) { return rill::kafka_message_out{tuple_key(p.key), encode(p)}; });
   rill::pcap_source src{inputs};
   auto stats = src.stats();
@@ -145,7 +148,8 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
   });
   auto stats = src.stats();
   auto sink = std::make_shared<rill::kafka_sink<flow_row>>(
-      rill::kafka_sink_options{.brokers = o.brokers, .topic = o.to},
+      rill::kafka_sink_options{.brokers = o.brokers, .topic = o.to,  // produce time: as the probe's
+                               .timestamps = rill::kafka_sink_options::timestamp_source::produce_time},
       [](const flow_row& r) { return rill::kafka_message_out{tuple_key(r.key), row_json(r)}; });
   auto job = rill::from(std::move(src))
                  .map([](in_rec&& r) { return std::move(r.value); })
