@@ -110,7 +110,10 @@ TEST(KafkaCrash, SigkillWithOpenWindowsBehindKeyByLosesNothing) {
     kt::produce(in, kv, p);
   }
   const std::vector<long long> per(4, n / 4), per_final(4, n / 4 + 1);
-  const auto got = kill_restart_drain({RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "200", "window"},
+  // 500 µs of work per record: about 5 s for all. Windows fire as the slowest partition
+  // advances (per-partition watermarks), so the output grows only once every partition is
+  // being read; with 200 µs a run under load wrote all 20,000 before the kill.
+  const auto got = kill_restart_drain({RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "500", "window"},
                                       in, out, group, n, 3000, per, per_final);
   const auto [lost, dup] = tally(got, n, "w");
   int ends = 0;
