@@ -49,10 +49,11 @@ parts=${PARTS:-map flows}  # which parts to run
 consumer_config=${CONSUMER_CONFIG:-}
 pcap=${PCAP:-$root/../shared/data/pcap/echo-connections.pcap}
 window_ms=${WINDOW_MS:-1000}
-# max delay (Kafka Streams: grace) above the capture's span (6.5 s for echo-connections):
-# netflow's watermark is per worker over all the partitions it reads, so with netflow's
-# default 2 s a partition read ahead makes the others' packets late (dropped, counts short);
-# Kafka Streams' stream time is per partition (task) and drops none either way
+# max delay (Kafka Streams: grace), the same for both jobs. Kept above the capture's span
+# (6.5 s for echo-connections) from when netflow's watermark followed the largest time over
+# all the partitions a worker read (a partition read ahead made the others' packets late).
+# Since 952451d the watermark is per partition and netflow drops none at its default 2 s
+# either (tests/kafka NetflowKafka.RealCaptureDefaultDelayNothingLateAcrossPartitions).
 delay_ms=${DELAY_MS:-10000}
 ks_store=${KS_STORE:-rocksdb}  # FlowCount's window store: rocksdb (Kafka Streams' default) or memory
 ks=$root/bench/kafka-streams
