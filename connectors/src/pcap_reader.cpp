@@ -122,11 +122,13 @@ pcap_reader pcap_reader::open_live(const std::string& interface) {
   ::pcap_set_tstamp_precision(h->p, PCAP_TSTAMP_PRECISION_NANO);  // best effort
   const int rc = ::pcap_activate(h->p);
   if (rc < 0) {
-    std::string detail = ::pcap_geterr(h->p);
-    if (detail.empty()) detail = ::pcap_statustostr(rc);
-    throw pcap_error(
-        pcap_errc::live_open_failed,
-        "cannot capture on interface " + interface + ": " + ::pcap_statustostr(rc) + ": " + detail);
+    // libpcap's error text often is the status text itself ("No such device exists"):
+    // print it once, with the error text only when it adds something.
+    const std::string status = ::pcap_statustostr(rc);
+    const std::string detail = ::pcap_geterr(h->p);
+    throw pcap_error(pcap_errc::live_open_failed,
+                     "cannot capture on interface " + interface + ": " + status +
+                         (detail.empty() || detail == status ? "" : ": " + detail));
   }
   h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
   const int dlt = ::pcap_datalink(h->p);

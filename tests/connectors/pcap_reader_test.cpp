@@ -433,6 +433,26 @@ TEST(pcap_reader_live, nonexistent_interface_is_a_clear_error) {
                     pcap_errc::live_open_failed, {"rill-nosuch0"});
 }
 
+// A new user saw "No such device exists: No such device exists": libpcap's error text
+// repeated the status text. Each appears once now.
+TEST(pcap_reader_live, nonexistent_interface_message_says_it_once) {
+  try {
+    (void)rill::pcap_reader::open_live("rill-nosuch0");
+    FAIL() << "open_live did not throw";
+  } catch (const rill::pcap_error& e) {
+    const std::string what = e.what();  // "cannot capture on interface X: status[: detail]"
+    std::vector<std::string> parts;
+    for (std::size_t at = 0;;) {
+      const auto next = what.find(": ", at);
+      parts.push_back(what.substr(at, next == std::string::npos ? next : next - at));
+      if (next == std::string::npos) break;
+      at = next + 2;
+    }
+    ASSERT_GE(parts.size(), 2u) << what;
+    for (std::size_t i = 1; i < parts.size(); ++i) EXPECT_NE(parts[i], parts[i - 1]) << what;
+  }
+}
+
 TEST(pcap_category, names_and_messages) {
   std::error_code ec = pcap_errc::truncated_record;
   EXPECT_STREQ(ec.category().name(), "pcap");
