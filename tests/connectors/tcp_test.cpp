@@ -662,7 +662,12 @@ TEST(tcp_pipeline, source_feeds_a_pipeline_until_eof) {
                });
   rill::runtime rt{{.workers = 1, .topology = "1 node x 1 core", .pin = false}};
   std::thread feeder([&] {
-    for (int i = 0; i < 5000 && port_of.port() == 0; ++i) std::this_thread::yield();
+    // Until the source listens (its worker binds the port). A bounded number of yields
+    // was too short under TSan on a loaded machine: the sink then connected to port 0
+    // forever and the run never saw its end of stream (CI timeout).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (port_of.port() == 0 && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     asio::io_context io;
     rill::tcp_sink sink{io,
                         {.endpoint = rill::tcp_endpoint::connect("127.0.0.1", port_of.port()),
