@@ -142,9 +142,14 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
   src.event_time_from([](const in_rec& r) { return r.value.time; });
   std::atomic<std::uint64_t> bad{0};
   src.on_error([&bad](const rill::kafka_bad_message& m) {
-    if (bad.fetch_add(1) == 0)
+    // The first 10 are named (topic, partition, offset), as enrichment does; the report's
+    // "bad" has the total (it named only the first one).
+    const auto n = bad.fetch_add(1);
+    if (n < 10)
       std::cerr << "netflow: " << m.topic << " partition " << m.partition << " offset " << m.offset << ": "
                 << m.what << '\n';
+    else if (n == 10)
+      std::cerr << "netflow: more bad records: only the first 10 are named, \"bad\" in the report counts all\n";
   });
   auto stats = src.stats();
   auto sink = std::make_shared<rill::kafka_sink<flow_row>>(

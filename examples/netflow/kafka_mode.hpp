@@ -2,7 +2,8 @@
 // netflow.cpp:
 //   netflow --probe --input FILE --brokers HOST:PORT --topic packets
 //       publishes every decoded packet (binary, kafka_mode.cpp) keyed by its
-//       direction-normalised 5-tuple ("tcp 10.0.0.1:80 10.0.0.2:5000"), timestamp = capture ms
+//       direction-normalised 5-tuple ("tcp 10.0.0.1:80 10.0.0.2:5000"); Kafka timestamp =
+//       produce time (the capture time is in the value)
 //   netflow --brokers HOST:PORT --from packets --to flows [--group G] [--idle-exit 3s]
 //       the file mode's analysis from Kafka to Kafka: one message per conversation and
 //       window, key = 5-tuple, value = the same JSON line the file mode writes;

@@ -178,6 +178,15 @@ int main(int argc, char** argv) {
                "share decoding-side work between the workers of a NUMA node (numa_ring)");
   netflow_kafka::options kafka;
   netflow_kafka::add_options(app, kafka);
+  // Kafka-only options need --brokers; file-mode-only options are refused in Kafka mode,
+  // and --input in the analysis (CLI11 needs/excludes: exit 2 naming both; they used to
+  // be ignored silently, exit 0).
+  auto* brokers_opt = app.get_option("--brokers");
+  for (const char* k : {"--probe", "--topic", "--from", "--to", "--group", "--idle-exit"})
+    app.get_option(k)->needs(brokers_opt);
+  for (const char* f : {"--output", "--summary", "--progress", "--rebalance", "--enrich", "--interface"})
+    app.get_option(f)->excludes(brokers_opt);
+  input_opt->excludes(app.get_option("--from"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
