@@ -152,6 +152,16 @@ producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<
     throw std::runtime_error("kafka_sink: " + err);
   p_->p.reset(RdKafka::Producer::create(conf.get(), err));
   if (!p_->p) throw std::runtime_error("kafka_sink: cannot create producer: " + err);
+  // Bounded wait for a broker, as kafka_source's (start_timeout): a probe against a broker
+  // that is down fails at start, not after one delivery timeout per record.
+  if (o.start_timeout.count() > 0) {
+    RdKafka::Metadata* md = nullptr;
+    const auto e = p_->p->metadata(true, nullptr, &md, int(o.start_timeout.count()));
+    std::unique_ptr<RdKafka::Metadata> md_owner(md);
+    if (e != RdKafka::ERR_NO_ERROR)
+      throw std::runtime_error("kafka_sink: no broker of '" + o.brokers + "' answered within " +
+                               std::to_string(o.start_timeout.count()) + " ms: " + RdKafka::err2str(e));
+  }
   p_->poller = std::thread([s = p_.get()] {
     while (!s->stop.load(std::memory_order_acquire)) {
       s->p->poll(5);

@@ -1,6 +1,6 @@
-// cli_checks.hpp — CLI11 checks for the example programs' numeric options, with messages
-// that name the value and the accepted range (CLI11 prefixes the option name; the
-// programs turn a CLI11 parse error into exit status 2).
+// cli_checks.hpp — CLI11 checks for the example programs' numeric options and Kafka topic
+// names, and the duration parser of their duration options, with messages that name the value and the accepted range (CLI11 prefixes the
+// option name; the programs turn a CLI11 parse error into exit status 2).
 //
 //   app.add_option("--workers", workers, "worker threads")
 //       ->check(rill_examples::whole_number(0, 4096, "0 = one per core"));
@@ -20,10 +20,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -76,6 +80,49 @@ inline CLI::Validator number_in(double lo, double hi, bool lo_open, std::string 
         return {};
       },
       low + ", " + high, "number_in");
+}
+
+/// A legal Kafka topic name: 1..249 characters of a-z A-Z 0-9 . _ -, and not "." or
+/// ".." (Kafka's rule, org.apache.kafka.common.internals.Topic.validate; kafka_source
+/// checks the same at start, after contacting the broker).
+///   --to "a b"  -> "--to: \"a b\" is not a legal Kafka topic name (1-249 characters of
+///                  a-z A-Z 0-9 . _ -, not \".\" or \"..\")"
+inline CLI::Validator kafka_topic() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool legal = !text.empty() && text.size() <= 249 && text != "." && text != ".." &&
+                           std::all_of(text.begin(), text.end(), [](char c) {
+                             return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+                           });
+        if (legal) return {};
+        return "\"" + text + "\" is not a legal Kafka topic name (1-249 characters of a-z A-Z 0-9 . _ -, not \".\" or \"..\")";
+      },
+      "TOPIC", "kafka_topic");
+}
+
+/// A duration option's text -> nanoseconds: a whole number and a unit ns, us, ms, s, m or
+/// h; no unit = seconds ("10s", "500ms", "2m", "250us", "100ns", "0", "3"). At most 100
+/// years: event time is signed 64-bit ns, and a window start +- a duration must not
+/// overflow. Throws CLI::ValidationError naming `option` and the text (exit 2 in the
+/// programs). Shared by netflow's --window, --max-delay and --idle-exit.
+inline std::chrono::nanoseconds parse_duration(const std::string& text, const std::string& option) {
+  static const std::regex re(R"(^\s*(\d+)\s*(ns|us|ms|s|m|h)?\s*$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, re))
+    throw CLI::ValidationError(option, "expected a duration like 10s, 500ms, 2m; got \"" + text + "\"");
+  const std::string unit = m[2].matched ? m[2].str() : "s";
+  const long long ns_per_unit = unit == "ns"   ? 1LL
+                                : unit == "us" ? 1'000LL
+                                : unit == "ms" ? 1'000'000LL
+                                : unit == "m"  ? 60'000'000'000LL
+                                : unit == "h"  ? 3'600'000'000'000LL
+                                               : 1'000'000'000LL;
+  constexpr long long max_ns = 100LL * 365 * 24 * 3'600'000'000'000LL;
+  const std::string digits = m[1].str();
+  long long n = 0;
+  if (digits.size() > 18 || (n = std::stoll(digits)) > max_ns / ns_per_unit)
+    throw CLI::ValidationError(option, "\"" + text + "\" is out of range: too large (limit 100 years)");
+  return std::chrono::nanoseconds{n * ns_per_unit};
 }
 
 }  // namespace rill_examples

@@ -1,14 +1,14 @@
 // kafka_mode.cpp — netflow's Kafka mode: the probe (pcap -> topic) and the analysis
 // (topic -> key_by -> window_sort -> count -> topic). See kafka_mode.hpp.
 #include "kafka_mode.hpp"
+#include "cli_checks.hpp"
 #include "flow_row.hpp"
+#include "packet_codec.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <atomic>
-#include <cstring>
 #include <iostream>
-#include <regex>
 #include <thread>
 #include <unordered_map>
 
@@ -21,68 +21,6 @@ using namespace std::chrono_literals;
 namespace netflow_kafka {
 namespace {
 
-// ---- packet wire format: fixed 64 bytes, little-endian ----
-//  0 time ns (i64) | 8 wire_len (u32) | 12 cap_len (u32) | 16 proto | 17 ip_version |
-// 18 flags (from_a 1, truncated 2, malformed 4, fragment 8, a_port set 16, b_port set 32) |
-// 19 pad | 20 a_port (u16) | 22 b_port (u16) | 24 vlan_outer (u16) | 26 vlan_inner (u16) |
-// 28 a_addr[16] | 44 b_addr[16] | 60 magic "RP1\0"
-constexpr std::size_t wire_size = 64;
-
-template <class U>
-void put(std::string& s, std::size_t at, U v) {
-  for (std::size_t i = 0; i < sizeof(U); ++i) s[at + i] = char((std::uint64_t(v) >> (8 * i)) & 0xff);
-}
-template <class U>
-U get(std::string_view s, std::size_t at) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(U); ++i) v |= std::uint64_t(std::uint8_t(s[at + i])) << (8 * i);
-  return U(v);
-}
-
-std::string encode(const rill::packet& p) {
-  std::string s(wire_size, '\0');
-  put<std::int64_t>(s, 0, p.time.time_since_epoch().count());
-  put<std::uint32_t>(s, 8, p.wire_len);
-  put<std::uint32_t>(s, 12, p.cap_len);
-  s[16] = char(p.key.proto);
-  s[17] = char(p.key.ip_version);
-  s[18] = char((p.from_a ? 1 : 0) | (p.truncated ? 2 : 0) | (p.malformed ? 4 : 0) | (p.fragment ? 8 : 0) |
-               (p.key.a_port ? 16 : 0) | (p.key.b_port ? 32 : 0));
-  put<std::uint16_t>(s, 20, p.key.a_port.value_or(0));
-  put<std::uint16_t>(s, 22, p.key.b_port.value_or(0));
-  put<std::uint16_t>(s, 24, p.vlan_outer);
-  put<std::uint16_t>(s, 26, p.vlan_inner);
-  std::memcpy(s.data() + 28, p.key.a_addr.data(), 16);
-  std::memcpy(s.data() + 44, p.key.b_addr.data(), 16);
-  std::memcpy(s.data() + 60, "RP1", 4);
-  return s;
-}
-
-/// Throws std::invalid_argument on a value that is not one of ours (poison message: the
-/// source sends it to its error output with topic, partition and offset).
-rill::packet decode_value(std::string_view s) {
-  if (s.size() != wire_size || std::memcmp(s.data() + 60, "RP1", 4) != 0)
-    throw std::invalid_argument("not a netflow packet record (" + std::to_string(s.size()) + " bytes)");
-  rill::packet p;
-  p.time = rill::event_time{std::chrono::nanoseconds{get<std::int64_t>(s, 0)}};
-  p.wire_len = get<std::uint32_t>(s, 8);
-  p.cap_len = get<std::uint32_t>(s, 12);
-  p.key.proto = rill::ip_proto(std::uint8_t(s[16]));
-  p.key.ip_version = std::uint8_t(s[17]);
-  const auto f = std::uint8_t(s[18]);
-  p.from_a = f & 1;
-  p.truncated = f & 2;
-  p.malformed = f & 4;
-  p.fragment = f & 8;
-  if (f & 16) p.key.a_port = get<std::uint16_t>(s, 20);
-  if (f & 32) p.key.b_port = get<std::uint16_t>(s, 22);
-  p.vlan_outer = get<std::uint16_t>(s, 24);
-  p.vlan_inner = get<std::uint16_t>(s, 26);
-  std::memcpy(p.key.a_addr.data(), s.data() + 28, 16);
-  std::memcpy(p.key.b_addr.data(), s.data() + 44, 16);
-  return p;
-}
-
 /// The message key: direction-normalised 5-tuple as text.
 std::string tuple_key(const rill::flow_key& k) {
   return std::string(rill::to_string(k.proto)) + " " + k.a_endpoint() + " " + k.b_endpoint();
@@ -92,16 +30,15 @@ using netflow::flow_row;
 using netflow::count_conversations;
 using netflow::row_json;
 
-std::chrono::nanoseconds parse_idle(const std::string& text) {
-  static const std::regex re(R"(^\s*(\d+)\s*(ms|s)?\s*$)");
-  std::smatch m;
-  if (!std::regex_match(text, m, re))
-    throw CLI::ValidationError("--idle-exit", "expected e.g. 3s or 500ms, got \"" + text + "\"");
-  if (m[1].length() > 9)  // 999999999 s (31 years) still fits in nanoseconds
-    throw CLI::ValidationError("--idle-exit", "\"" + text + "\" is out of range: at most 999999999 (s or ms)");
-  const long long n = std::stoll(m[1].str());
-  return m[2].matched && m[2].str() == "ms" ? std::chrono::nanoseconds{std::chrono::milliseconds{n}}
-                                            : std::chrono::nanoseconds{std::chrono::seconds{n}};
+/// A sink's errors without one line per record (a broker lost mid-run fails every record
+/// it held): the first in full, how many more, and the last (the flush timeout's count of
+/// undelivered records, when there is one). The summary counts them exactly.
+void print_errors(const std::vector<std::string>& errors) {
+  if (errors.empty()) return;
+  std::cerr << "netflow: " << errors.front() << '\n';
+  if (errors.size() > 2)
+    std::cerr << "netflow: " << errors.size() - 2 << " more errors like it (\"failed\" in the summary counts the records)\n";
+  if (errors.size() > 1) std::cerr << "netflow: " << errors.back() << '\n';
 }
 
 int probe(const options& o, const std::vector<std::string>& inputs, rill::runtime& rt) {
@@ -109,12 +46,21 @@ int probe(const options& o, const std::vector<std::string>& inputs, rill::runtim
     std::cerr << "netflow: --probe needs --topic\n";
     return 2;
   }
-  auto sink = std::make_shared<rill::kafka_sink<rill::packet>>(
-      // Kafka timestamp = produce time, the capture time stays in the value: a broker
-      // deletes records by timestamp (retention.ms), and a capture may be years old.
-      rill::kafka_sink_options{.brokers = o.brokers, .topic = o.topic,
-                               .timestamps = rill::kafka_sink_options::timestamp_source::produce_time},
-      [](const rill::packet& p) { return rill::kafka_message_out{tuple_key(p.key), encode(p)}; });
+  std::shared_ptr<rill::kafka_sink<rill::packet>> sink;
+  try {
+    sink = std::make_shared<rill::kafka_sink<rill::packet>>(
+        // Kafka timestamp = produce time, the capture time stays in the value: a broker
+        // deletes records by timestamp (retention.ms), and a capture may be years old.
+        // start_timeout: the analysis' wait for a broker (kafka_source's default, 10 s),
+        // so an unreachable broker fails here, not after a delivery timeout per packet.
+        rill::kafka_sink_options{.brokers = o.brokers, .topic = o.topic,
+                                 .start_timeout = rill::kafka_source_options{}.start_timeout,
+                                 .timestamps = rill::kafka_sink_options::timestamp_source::produce_time},
+        [](const rill::packet& p) { return rill::kafka_message_out{tuple_key(p.key), encode(p)}; });
+  } catch (const std::runtime_error& e) {  // no broker answered: a run-time failure
+    std::cerr << "netflow: --probe: " << e.what() << "; the capture was not read, 0 packets published\n";
+    return 1;
+  }
   rill::pcap_source src{inputs};
   auto stats = src.stats();
   const auto rep = rt.run(rill::from(std::move(src)).sink(sink, "kafka_sink"));
@@ -125,7 +71,7 @@ int probe(const options& o, const std::vector<std::string>& inputs, rill::runtim
                               {"errors", rep.errors}}
                    .dump()
             << '\n';
-  for (const auto& e : sink->errors()) std::cerr << "netflow: " << e << '\n';
+  print_errors(sink->errors());
   return rep.errors.empty() && sink->errors().empty() && sink->undelivered() == 0 ? 0 : 1;
 }
 
@@ -135,10 +81,13 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
     std::cerr << "netflow: Kafka analysis needs --from TOPIC and --to TOPIC (or --probe)\n";
     return 2;
   }
-  const auto idle = parse_idle(o.idle_exit);
+  // --idle-exit takes the syntax of --window and --max-delay (it took only s and ms).
+  const auto idle = rill_examples::parse_duration(o.idle_exit, "--idle-exit");
+  // 10x before the first record, saturated: 10 x 100 years would overflow nanoseconds
+  const auto first_idle = idle > std::chrono::nanoseconds::max() / 10 ? std::chrono::nanoseconds::max() : 10 * idle;
   using in_rec = rill::kafka_record<std::string, rill::packet>;
   rill::kafka_source<std::string, rill::packet> src{
-      {.brokers = o.brokers, .group = o.group, .topics = {o.from}, .commit_interval = 1s}, nullptr, decode_value};
+      {.brokers = o.brokers, .group = o.group, .topics = {o.from}, .commit_interval = 1s}, nullptr, decode};
   src.event_time_from([](const in_rec& r) { return r.value.time; });
   std::atomic<std::uint64_t> bad{0};
   src.on_error([&bad](const rill::kafka_bad_message& m) {
@@ -178,7 +127,7 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
         if (c != last) {
           last = c;
           since = now;
-        } else if (now - since >= (c > 0 ? idle : 10 * idle)) {  // never read anything: 10x
+        } else if (now - since >= (c > 0 ? idle : first_idle)) {  // never read anything: 10x
           rt.request_stop();
           return;
         }
@@ -207,7 +156,7 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
                               {"errors", rep.errors}}
                    .dump()
             << '\n';
-  for (const auto& e : sink->errors()) std::cerr << "netflow: " << e << '\n';
+  print_errors(sink->errors());
   return rep.errors.empty() && sink->errors().empty() && sink->undelivered() == 0 ? 0 : 1;
 }
 
@@ -216,11 +165,13 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
 void add_options(CLI::App& app, options& o) {
   app.add_flag("--probe", o.probe, "Kafka: publish the decoded packets of --input to --topic");
   app.add_option("--brokers", o.brokers, "Kafka bootstrap servers HOST:PORT (Kafka mode)");
-  app.add_option("--topic", o.topic, "Kafka: --probe's destination topic");
-  app.add_option("--from", o.from, "Kafka: topic of packets to analyse");
-  app.add_option("--to", o.to, "Kafka: topic the flow rows (JSON) go to");
+  // Topic names are checked while parsing (exit 2 naming the option), not by the broker.
+  app.add_option("--topic", o.topic, "Kafka: --probe's destination topic")->check(rill_examples::kafka_topic());
+  app.add_option("--from", o.from, "Kafka: topic of packets to analyse")->check(rill_examples::kafka_topic());
+  app.add_option("--to", o.to, "Kafka: topic the flow rows (JSON) go to")->check(rill_examples::kafka_topic());
   app.add_option("--group", o.group, "Kafka: consumer group of the analysis (default netflow)");
-  app.add_option("--idle-exit", o.idle_exit, "Kafka: stop after this long without input (0 = run until SIGTERM)");
+  app.add_option("--idle-exit", o.idle_exit,
+                 "Kafka: stop after this long without input, e.g. 3s, 500ms, 2m (0 = run until SIGTERM)");
 }
 
 int run(const options& o, const std::vector<std::string>& inputs, std::chrono::nanoseconds window,

@@ -22,7 +22,7 @@ struct options {
   bool probe = false;
   std::string brokers, topic, from, to, group = "netflow";
   /// analysis: stop after this long without input (10x that before the first record;
-  /// 0 = run until SIGTERM)
+  /// 0 = run until SIGTERM); the syntax of --window ("3s", "500ms", "2m")
   std::string idle_exit = "0";
   bool active() const { return !brokers.empty() || probe; }
 };
@@ -30,8 +30,9 @@ struct options {
 /// Adds --probe, --brokers, --topic, --from, --to, --group, --idle-exit to `app`.
 void add_options(CLI::App& app, options& o);
 
-/// Runs the probe or the analysis. Returns the exit status (0 ok, 1 delivery/read errors,
-/// 2 bad arguments or broker unreachable).
+/// Runs the probe or the analysis. Returns the exit status: 0 ok; 1 delivery/read errors,
+/// or (probe) no broker answering within 10 s; 2 bad arguments, or (analysis) no broker
+/// answering within 10 s.
 int run(const options& o, const std::vector<std::string>& inputs, std::chrono::nanoseconds window,
         std::chrono::nanoseconds delay, std::size_t workers, const std::string& topology);
 

@@ -55,29 +55,7 @@ const std::vector<std::string> default_inputs = {
     "/usr/share/sip-tester/g711a.pcap",
 };
 
-/// "10s", "500ms", "2m", "250us", "100ns", "0" -> nanoseconds. Throws CLI::ValidationError.
-std::chrono::nanoseconds parse_duration(const std::string& text, const std::string& option) {
-  static const std::regex re(R"(^\s*(\d+)\s*(ns|us|ms|s|m|h)?\s*$)");
-  std::smatch m;
-  if (!std::regex_match(text, m, re))
-    throw CLI::ValidationError(option, "expected a duration like 10s, 500ms, 2m; got \"" + text + "\"");
-  const std::string unit = m[2].matched ? m[2].str() : "s";
-  const long long ns_per_unit = unit == "ns"   ? 1LL
-                                : unit == "us" ? 1'000LL
-                                : unit == "ms" ? 1'000'000LL
-                                : unit == "m"  ? 60'000'000'000LL
-                                : unit == "h"  ? 3'600'000'000'000LL
-                                               : 1'000'000'000LL;
-  // Event time is signed 64-bit ns: a duration must stay far from its range (a window
-  // start +- length must not overflow). Limit: 100 years.
-  constexpr long long max_ns = 100LL * 365 * 24 * 3'600'000'000'000LL;
-  const std::string digits = m[1].str();
-  long long n = 0;
-  if (digits.size() > 18 || (n = std::stoll(digits)) > max_ns / ns_per_unit)
-    throw CLI::ValidationError(option, "duration \"" + text + "\" is too large (limit 100 years)");
-  return std::chrono::nanoseconds{n * ns_per_unit};
-}
-
+using rill_examples::parse_duration;
 using netflow::count_conversations;
 using netflow::flow_row;
 

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+
 #include "cli_test_util.hpp"
 
 namespace {
@@ -54,6 +56,50 @@ TEST(netflow_cli, kafka_idle_exit_out_of_range_names_the_option_and_the_value) {
       {"--idle-exit", "\"99999999999999999999s\" is out of range"});
   expect_usage_error(netflow + " --brokers 127.0.0.1:1 --from a --to b --idle-exit abc",
                      {"--idle-exit", "\"abc\""});
+}
+
+// --idle-exit takes the duration syntax of --window and --max-delay (it took only s and
+// ms: "2m" was a usage error). Accepted, the run goes on to the broker, where nothing
+// listens on port 1: the analysis' start error (exit 2 after its 10 s wait), not one
+// about --idle-exit.
+TEST(netflow_cli, kafka_idle_exit_takes_the_other_durations_syntax) {
+  const auto r = run(netflow + " --brokers 127.0.0.1:1 --from a --to b --idle-exit 2m");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(has(r.err, "--idle-exit")) << r.err;
+  EXPECT_TRUE(has(r.err, "no broker of '127.0.0.1:1' answered")) << r.err;
+}
+
+// Topic names Kafka refuses (1..249 of [a-zA-Z0-9._-], not "." or "..") are usage errors
+// while parsing, naming the option and the value; no broker is contacted.
+TEST(netflow_cli, kafka_illegal_topic_names_name_the_option_and_the_value) {
+  const std::string kafka = netflow + " --brokers 127.0.0.1:1";
+  expect_usage_error(kafka + " --from \"a b\" --to b",
+                     {"--from", "\"a b\"", "not a legal Kafka topic name"});
+  expect_usage_error(kafka + " --from a --to ..", {"--to", "\"..\"", "not a legal Kafka topic name"});
+  expect_usage_error(kafka + " --from . --to b", {"--from", "\".\"", "not a legal Kafka topic name"});
+  expect_usage_error(kafka + " --from a --to \"\"", {"--to", "\"\"", "not a legal Kafka topic name"});
+  expect_usage_error(kafka + " --from a --to b/c", {"--to", "\"b/c\"", "not a legal Kafka topic name"});
+  const std::string long_name(250, 'x');
+  expect_usage_error(kafka + " --probe --topic " + long_name,
+                     {"--topic", long_name, "not a legal Kafka topic name"});
+}
+
+// The probe against a broker that is down (nothing listens on port 1): it waits for a
+// broker as long as the analysis does (10 s, kafka_source's start_timeout), then exits 1
+// with one line naming the broker. It used to wait out a 30 s delivery timeout and print
+// one line per packet (http.pcap: 41 lines). The topic is the longest legal name, of
+// every allowed character: the topic check lets it through.
+TEST(netflow_cli, probe_with_unreachable_broker_fails_fast_with_one_message) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run(netflow +
+                     " --probe --input /usr/share/doc/python3-dpkt/examples/data/http.pcap"
+                     " --brokers 127.0.0.1:1 --topic " + std::string(243, 'y') + "zA9._-");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(took, std::chrono::seconds{20});
+  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_TRUE(has(r.err, "no broker of '127.0.0.1:1' answered within 10000 ms")) << r.err;
+  EXPECT_TRUE(has(r.err, "0 packets published")) << r.err;
 }
 
 // pcapgen, netflow's capture generator, the same way.

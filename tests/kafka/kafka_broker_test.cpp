@@ -168,6 +168,27 @@ TEST(KafkaBroker, UnreachableBrokerFailsFastWithClearError) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
+// The sink's start_timeout (netflow's probe uses it): the same bounded wait for a broker
+// as the source's, a clear error at construction instead of one failed delivery per
+// record after delivery_timeout. 0 (the default) stays lazy: C09 above.
+TEST(KafkaBroker, SinkStartTimeoutFailsFastWithClearError) {
+  RILL_NEED_BROKER();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    rill::kafka_sink<int> sink{{.brokers = "127.0.0.1:1", .topic = "t", .start_timeout = 500ms},
+                               [](const int& i) { return rill::kafka_message_out{std::nullopt, std::to_string(i)}; }};
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("kafka_sink: no broker of '127.0.0.1:1' answered within 500 ms"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  // a broker that answers: constructed
+  rill::kafka_sink<int> ok{{.brokers = kt::brokers(), .topic = "t", .start_timeout = 10s},
+                           [](const int& i) { return rill::kafka_message_out{std::nullopt, std::to_string(i)}; }};
+  EXPECT_EQ(ok.undelivered(), 0u);
+}
+
 // A named topic with an illegal name, or one the cluster does not have, is an error at
 // start naming it (as Kafka Streams' missing source topic error), not a silent empty run;
 // with require_topics = false a missing topic is waited for (run ends by stop request).

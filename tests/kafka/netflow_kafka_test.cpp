@@ -18,11 +18,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <numeric>
 
 #include "kafka_env.hpp"
+#include "packet_codec.hpp"
 
 namespace {
 
@@ -123,4 +126,45 @@ TEST(NetflowKafka, RealCaptureDefaultDelayNothingLateAcrossPartitions) {
   EXPECT_NE(report.find("\"packets\":82582"), std::string::npos) << report;
   EXPECT_NE(report.find("\"late\":0,"), std::string::npos) << report;
   expect_same_rows(flows, expect);
+}
+
+// Values the probe never writes are bad records (packet_codec.hpp): counted in "bad",
+// the first 10 named with partition and offset, never counted as packets. The old
+// decoder took all but the wrong-sized one: a packet of time INT64_MAX, wire_len 2^32-1.
+TEST(NetflowKafka, NonsenseFieldsAreBadRecordsNamedAndCounted) {
+  RILL_NEED_BROKER();
+  const auto packets = kt::unique("nf-bad"), flows = kt::unique("nf-bad-flows"), group = kt::unique("nf-bad-g");
+  kt::create_topic(packets, 1);
+  kt::create_topic(flows, 1);
+  rill::packet p;
+  p.time = rill::event_time{std::chrono::seconds{1'704'067'200}};
+  p.wire_len = p.cap_len = 60;
+  p.key = rill::flow_key::make(rill::ip_proto::udp, 4, {10, 0, 0, 1}, 5000, {10, 0, 0, 2}, 53);
+  const auto good = netflow_kafka::encode(p);
+  auto with = [&](std::size_t at, const void* bytes, std::size_t n) {
+    auto v = good;
+    std::memcpy(v.data() + at, bytes, n);  // little-endian host, as the value
+    return v;
+  };
+  const std::uint8_t proto9 = 9, version9 = 9;
+  const std::uint32_t huge_len = 0xffffffffu;
+  const std::int64_t max_time = std::numeric_limits<std::int64_t>::max();
+  kt::produce(packets, {{"k", good}, {"k", with(16, &proto9, 1)}, {"k", with(17, &version9, 1)},
+                        {"k", with(8, &huge_len, 4)}, {"k", with(0, &max_time, 8)}, {"k", "junk"}, {"k", good}});
+  const std::string dir = RILL_TEST_BINARY_DIR, log = dir + "/nf_bad.log";
+  ASSERT_EQ(sh(std::string(NETFLOW_BINARY) + " --brokers " + kt::brokers() + " --from " + packets + " --to " +
+               flows + " --group " + group + " --idle-exit 3s -w 1 2>" + log),
+            0) << "analysis failed, see " << log;
+  std::ifstream lf(log);
+  const auto text = std::string(std::istreambuf_iterator<char>(lf), {});
+  for (const char* named : {"offset 1: value: not a netflow packet record: protocol byte 9",
+                            "offset 2: value: not a netflow packet record: ip_version 9",
+                            "offset 3: value: not a netflow packet record: wire_len 4294967295",
+                            "offset 4: value: not a netflow packet record: time 9223372036854775807",
+                            "offset 5: value: not a netflow packet record (4 bytes)"})
+    EXPECT_NE(text.find(named), std::string::npos) << named << " not in: " << text;
+  const auto report = lines(log).back();
+  EXPECT_NE(report.find("\"packets\":2,"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"bad\":5,"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"rows\":1,"), std::string::npos) << report;
 }

@@ -75,6 +75,11 @@ struct kafka_sink_options {
   std::chrono::milliseconds flush_timeout{30000}; ///< end(): wait for delivery reports
   std::chrono::milliseconds delivery_timeout{30000};  ///< message.timeout.ms
   std::map<std::string, std::string> config;      ///< extra librdkafka properties
+  /// > 0: the constructor waits up to this long for a broker to answer a metadata request
+  /// (as kafka_source_options::start_timeout does) and throws std::runtime_error naming
+  /// the brokers if none does. 0 (the default): connect lazily; an unreachable broker then
+  /// shows only as failed deliveries after delivery_timeout.
+  std::chrono::milliseconds start_timeout{0};
   /// Kafka message timestamp: the record's event time, or the produce time ("now").
   enum class timestamp_source { event_time, produce_time };
   timestamp_source timestamps = timestamp_source::event_time;
@@ -131,7 +136,9 @@ class kafka_sink {
  public:
   using serialiser = std::function<kafka_message_out(const T&)>;
 
-  /// Connects lazily (librdkafka); throws std::invalid_argument for a bad option.
+  /// Connects lazily (librdkafka), unless options.start_timeout > 0: then blocks up to
+  /// that long for a broker and throws std::runtime_error when none answers. Throws
+  /// std::invalid_argument for a bad option.
   /// For T = kafka_record<std::string, std::string> the serialiser may be omitted: the
   /// record's key and value are then moved into the message, not copied (write() owns
   /// the record).
