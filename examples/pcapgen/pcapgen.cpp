@@ -21,13 +21,14 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "cli_checks.hpp"
@@ -36,24 +37,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using std::chrono::nanoseconds;
-
-// "2ms", "500us", "10ns", "1s", "0": a non-negative duration.
-std::optional<nanoseconds> parse_duration(const std::string& text) {
-  std::size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  if (value < 0) return std::nullopt;
-  const std::string unit = text.substr(used);
-  if (unit == "ns" || (unit.empty() && value == 0)) return nanoseconds{value};
-  if (unit == "us") return nanoseconds{value * 1'000};
-  if (unit == "ms") return nanoseconds{value * 1'000'000};
-  if (unit == "s") return nanoseconds{value * 1'000'000'000};
-  return std::nullopt;
-}
 
 // splitmix64: a stateless, platform-independent random stream (std distributions are not).
 std::uint64_t splitmix64(std::uint64_t x) {
@@ -148,9 +131,9 @@ int main(int argc, char** argv) {
   app.add_option("--packets-per-flow", per_flow, "packets in each flow")
       ->capture_default_str()
       ->check(rill_examples::whole_number(1, std::int64_t{1} << 32));
-  app.add_option("--jitter", jitter_text, "max timestamp jitter (ns/us/ms/s), 0 = in order")
+  app.add_option("--jitter", jitter_text, "max timestamp jitter (e.g. 2ms; ns/us/ms/s/m/h, no unit = s), 0 = in order")
       ->capture_default_str();
-  app.add_option("--interval", interval_text, "nominal gap between packets (ns/us/ms/s)")
+  app.add_option("--interval", interval_text, "nominal gap between packets (e.g. 10us; ns/us/ms/s/m/h, no unit = s)")
       ->capture_default_str();
   app.add_option("--seed", seed, "jitter seed (same seed, same file)")
       ->capture_default_str()
@@ -164,20 +147,27 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;      // bad arguments: 2
   }
 
-  const auto jitter = parse_duration(jitter_text);
-  const auto interval = parse_duration(interval_text);
-  if (!jitter || !interval) {
-    std::cerr << "pcapgen: bad duration '" << (!jitter ? jitter_text : interval_text)
-              << "' (use e.g. 0, 500us, 2ms, 1s)\n";
+  // netflow's duration syntax; an error names the option and the value (exit 2)
+  nanoseconds jitter, interval;
+  try {
+    jitter = rill_examples::parse_duration(jitter_text, "--jitter");
+    interval = rill_examples::parse_duration(interval_text, "--interval");
+  } catch (const CLI::Error& e) {
+    app.exit(e);
     return 2;
   }
 
   const int precision = nano ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO;
   std::unique_ptr<pcap_t, decltype(&pcap_close)> dead(
       pcap_open_dead_with_tstamp_precision(DLT_EN10MB, 262144, precision), &pcap_close);
+  if (dead == nullptr) {
+    std::cerr << "pcapgen: libpcap cannot make a handle for writing\n";
+    return 1;
+  }
+  // A file that cannot be created is a run-time failure (exit 1), named with the OS error.
   std::FILE* f = std::fopen(output.c_str(), "wb");
-  if (f == nullptr || dead == nullptr) {
-    std::perror(("pcapgen: cannot write " + output).c_str());
+  if (f == nullptr) {
+    std::cerr << "pcapgen: cannot create --output " << output << ": " << std::strerror(errno) << "\n";
     return 1;
   }
   static char buffer[1 << 20];
@@ -192,7 +182,7 @@ int main(int argc, char** argv) {
   // 2024-01-01T00:00:00Z: fixed, so equal arguments give equal bytes.
   const std::int64_t start_ns = 1'704'067'200'000'000'000;
   const std::uint64_t total = flows * per_flow;
-  const std::uint64_t span = static_cast<std::uint64_t>(jitter->count()) + 1;
+  const std::uint64_t span = static_cast<std::uint64_t>(jitter.count()) + 1;
   std::array<std::uint8_t, 256> frame{};
   std::uint64_t bytes = 0, back_steps = 0;
   std::int64_t prev = 0;
@@ -200,7 +190,7 @@ int main(int argc, char** argv) {
     const std::uint64_t flow = i % flows, seq = i / flows;
     const std::int64_t u =
         static_cast<std::int64_t>(splitmix64(seed * 0x100000001b3ull ^ i) % span);
-    std::int64_t t = start_ns + static_cast<std::int64_t>(i) * interval->count() + u;
+    std::int64_t t = start_ns + static_cast<std::int64_t>(i) * interval.count() + u;
     if (!nano) t -= t % 1000;  // what a µs file can hold, so the summary is exact
     if (i > 0 && t < prev) ++back_steps;
     prev = t;

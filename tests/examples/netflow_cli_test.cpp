@@ -86,8 +86,9 @@ TEST(netflow_cli, kafka_illegal_topic_names_name_the_option_and_the_value) {
 
 // The probe against a broker that is down (nothing listens on port 1): it waits for a
 // broker as long as the analysis does (10 s, kafka_source's start_timeout), then exits 1
-// with one line naming the broker. It used to wait out a 30 s delivery timeout and print
-// one line per packet (http.pcap: 41 lines). The topic is the longest legal name, of
+// with one line naming the broker. It used to wait out the 30 s flush, then print the
+// summary and "43 records undelivered after flush timeout" (http.pcap), or one line per
+// packet when the packets' 30 s delivery timeouts came first. The topic is the longest legal name, of
 // every allowed character: the topic check lets it through.
 TEST(netflow_cli, probe_with_unreachable_broker_fails_fast_with_one_message) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -110,6 +111,22 @@ TEST(netflow_cli, pcapgen_numbers_out_of_range_name_the_option_and_the_value) {
                      {"--flows", "99999999999999999999", "out of range"});
   expect_usage_error(gen + " --packets-per-flow -1", {"--packets-per-flow: must be >= 1, got -1"});
   expect_usage_error(gen + " --seed -1", {"--seed: must be >= 0, got -1"});
+}
+
+// pcapgen's durations are netflow's: an error names the option and the value (it said
+// "bad duration '5x'", and a too-large one overflowed silently). An --output that cannot
+// be created is a run-time failure (exit 1; bad arguments are 2) naming the option, the
+// path and the OS error.
+TEST(netflow_cli, pcapgen_duration_errors_and_uncreatable_output_are_named) {
+  const std::string gen =
+      std::string(PCAPGEN_BINARY) + " --quiet --output " + (scratch / "g.pcap").string();
+  expect_usage_error(gen + " --jitter 5x", {"--jitter", "\"5x\"", "expected a duration"});
+  expect_usage_error(gen + " --interval 99999999999999999s",
+                     {"--interval", "\"99999999999999999s\" is out of range"});
+  const auto r = run(std::string(PCAPGEN_BINARY) + " --quiet --output /nonexistent-dir/x.pcap");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "pcapgen: cannot create --output /nonexistent-dir/x.pcap: No such file or directory"))
+      << r.err;
 }
 
 // --summary - is stdout; it cannot share stdout with the rows.
