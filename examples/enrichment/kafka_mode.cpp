@@ -279,9 +279,15 @@ void add_options(CLI::App& app, options& o) {
       "  input offset after the delivery report of its output (at-least-once). Runs until SIGTERM or\n"
       "  --idle-exit; summary JSON on stdout. Exit 0 ok, 1 enrichment/delivery failed, 2 bad arguments,\n"
       "  broker or service unreachable.");
-  app.add_option("--brokers", o.brokers, "Kafka mode: bootstrap servers HOST:PORT");
-  app.add_option("--from", o.from, "Kafka mode: input topic; message value = lookup key (\"443/tcp\", \"10.1.2.3\")");
-  app.add_option("--to", o.to, "Kafka mode: output topic; value {\"key\",\"enriched\",\"partition\",\"offset\"}");
+  auto* brokers = app.add_option("--brokers", o.brokers, "Kafka mode: bootstrap servers HOST:PORT");
+  // --from/--to without --brokers: CLI11 says "--from requires --brokers" (exit 2); it
+  // used to fall through to "--rate is for the generator mode".
+  app.add_option("--from", o.from, "Kafka mode: input topic; message value = lookup key (\"443/tcp\", \"10.1.2.3\")")
+      ->check(rill_examples::kafka_topic())
+      ->needs(brokers);
+  app.add_option("--to", o.to, "Kafka mode: output topic; value {\"key\",\"enriched\",\"partition\",\"offset\"}")
+      ->check(rill_examples::kafka_topic())
+      ->needs(brokers);
   app.add_option("--group", o.group, "Kafka mode: consumer group (default enrichment)");
   app.add_option("--idle-exit", o.idle_exit, "Kafka mode: stop after this long without input, e.g. 3s (0 = until SIGTERM); "
                  "before the first record 10x as long (joining the group takes seconds)");

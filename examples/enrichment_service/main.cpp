@@ -45,8 +45,18 @@ int main(int argc, char** argv) {
     rill::svc::fault_rule r{*kind};
     const auto arg = f.substr(colon + 1);
     try {
-      if (arg.rfind("first=", 0) == 0) r.first = std::stoul(arg.substr(6));
-      else r.rate = std::stod(arg);
+      if (arg.rfind("first=", 0) == 0) {
+        r.first = std::stoul(arg.substr(6));
+      } else {
+        // a rate is a fraction of the requests: 0..1 (1.5 or -1 used to be taken)
+        std::string rate_text = arg;
+        if (const auto why = rill_examples::number_in(0, 1, false, "a fraction of the requests")(rate_text);
+            !why.empty()) {
+          std::cerr << "enrichment_service: --fault \"" << f << "\": rate " << why << '\n';
+          return 2;
+        }
+        r.rate = std::stod(arg);
+      }
     } catch (const std::exception&) {
       std::cerr << "enrichment_service: --fault \"" << f << "\": bad number \"" << arg << "\"\n";
       return 2;

@@ -43,6 +43,32 @@ TEST(enrichment_cli, service_numbers_out_of_range_name_the_option_and_the_value)
                      {"--threads", "99999999999999999999", "out of range"});
   expect_usage_error(svc + " --port 65536", {"--port", "65536", "out of range", "0..65535"});
   expect_usage_error(svc + " --latency -1", {"--latency: must be >= 0, got -1"});
+  // a fault rate is a fraction of the requests, 0..1 (number_in): 1.5 and -0.5 were taken
+  // and the service ran (timeout: such a run ends after 5 s with 124, not 2)
+  const std::string bounded = "timeout 5 " + svc;
+  expect_usage_error(bounded + " --fault 5xx:1.5", {"--fault", "5xx:1.5", "1.5 is out of range", "<= 1"});
+  expect_usage_error(bounded + " --fault drop:-0.5", {"--fault", "drop:-0.5", "must be >= 0", "-0.5"});
+  expect_usage_error(bounded + " --fault stall:nan", {"--fault", "stall:nan", "\"nan\""});
+}
+
+// Kafka topic names are checked while parsing, as in netflow (Kafka's rule: 1..249 of
+// [a-zA-Z0-9._-], not "." or ".."): no broker is contacted.
+TEST(enrichment_cli, kafka_illegal_topic_names_name_the_option_and_the_value) {
+  expect_usage_error(enrichment + " --brokers 127.0.0.1:1 --from \"a b\" --to b",
+                     {"--from", "\"a b\"", "not a legal Kafka topic name"});
+  expect_usage_error(enrichment + " --brokers 127.0.0.1:1 --from a --to ..",
+                     {"--to", "\"..\"", "not a legal Kafka topic name"});
+}
+
+// --from/--to are Kafka mode's: without --brokers they say so (CLI11 needs), not that
+// --rate is for the generator mode.
+TEST(enrichment_cli, from_and_to_need_brokers) {
+  for (const char* args : {" --from a --to b", " --from a --to b --rate 10", " --to b --seconds 1"}) {
+    const auto r = run(enrichment + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_TRUE(has(r.err, "requires --brokers")) << args << ": " << r.err;
+    EXPECT_FALSE(has(r.err, "generator mode")) << args << ": " << r.err;
+  }
 }
 
 // 0s would print a line every loop step; no --progress is how to have none.
