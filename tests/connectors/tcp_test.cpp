@@ -424,7 +424,10 @@ TEST(tcp, slow_receiver_backpressure_keeps_memory_bounded) {
   std::unique_ptr<rill::tcp_sink> sink;
   const std::size_t cap = 64 << 10;
   std::size_t max_buffered = 0;
-  const std::uint64_t total = 200000;  // 1.6 MB of records: far more than cap + socket buffers
+  // 8 MB of records: more than cap + the socket buffers can hold (loopback's send buffer
+  // autotunes up to net.ipv4.tcp_wmem's max, 4 MiB here; the paused receiver's stays near
+  // tcp_rmem's default, 128 KiB), so the writer must get stuck.
+  const std::uint64_t total = 1000000;
   std::uint64_t written = 0;
   std::function<void()> pump = [&] {
     while (written < total && sink->writable()) {
@@ -456,9 +459,14 @@ TEST(tcp, slow_receiver_backpressure_keeps_memory_bounded) {
   });
   // the writer is stuck: the sink is full and the receiver holds one read
   ASSERT_TRUE(w.wait([&] { return got > 0; }));
+  // Until the kernel's buffers are full the sink drains and turns writable again: wait
+  // (up to 10 s) for the state, not for a number of loop turns (200 turns passed in 41 ms
+  // and failed 1 run in ~12 under ctest -j2 --repeat on the loaded 2-core machine).
   bool stuck = false;
-  for (int i = 0; i < 200 && !stuck; ++i)
+  for (const auto end = std::chrono::steady_clock::now() + 10s; !stuck && std::chrono::steady_clock::now() < end;) {
     stuck = lp.call([&] { return !sink->writable() && written < total; });
+    if (!stuck) std::this_thread::sleep_for(1ms);
+  }
   ASSERT_TRUE(stuck);
   EXPECT_LE(max_buffered, cap + 8);
   lp.call([&] {

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -215,18 +218,30 @@ TEST(stream, rebalance_on_four_synthetic_nodes) {
 namespace {
 // Graph: vector_source(1 split, worker 0 on node 0) -> rebalance -> map(tag worker) -> sink
 // on 4 workers of a synthetic "2 nodes x 2 cores" topology. Every record exactly once;
-// the map ran on more than the source's worker.
+// the map ran on more than the source's worker. Until a second worker has mapped a record
+// (or 10 s have passed), each map call sleeps 50 us: the source's worker is then too busy
+// to map every batch it pushes, and the other workers of its node must take the rest from
+// the ring. Without the sleep the whole run (about 0.1 s) could fit in one time slice of a
+// loaded 2-core machine before any other worker thread ran, and the test failed 1 run in
+// ~12 there (ctest -j2 --repeat). (Waiting in the map for a second worker instead stalls:
+// the waiting worker holds its popped batch and is the only producer.)
 TEST(stream, rebalance_shares_stateless_work_and_keeps_every_record) {
   rill::runtime rt{{.workers = 4, .topology = "2 nodes x 2 cores"}};
   const int n = 200000;
   struct tagged { int value; std::size_t worker; };
   auto out = std::make_shared<collected<tagged>>();
+  auto mappers = std::make_shared<std::atomic<unsigned>>(0);  // bit i: worker i mapped a record
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds{10};
   auto j = rill::from(rill::vector_source<int>{numbers(n)})
                .rebalance()
-               .map([](int x) {
+               .map([mappers, give_up](int x) {
+                 const auto id = rill::this_worker()->id();
+                 mappers->fetch_or(1u << id);
+                 if (std::popcount(mappers->load()) < 2 && std::chrono::steady_clock::now() < give_up)
+                   std::this_thread::sleep_for(std::chrono::microseconds{50});
                  volatile int spin = 0;  // a little work per record so sharing pays
                  for (int k = 0; k < 200; ++k) spin = spin + k;
-                 return tagged{x, rill::this_worker()->id()};
+                 return tagged{x, id};
                })
                .sink([out](tagged t) { out->add(t); });
   rt.run(j);
