@@ -3,6 +3,7 @@
 // serves delivery reports, and a flush whose pending count includes our buffer (C09).
 #include "rill/connectors/kafka_sink.hpp"
 
+#include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 
 #include <condition_variable>
@@ -39,11 +40,26 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   kafka_sink_options o;
   // The holder pool before p: it outlives the producer (see ~producer_core).
   std::vector<std::unique_ptr<holder[]>> slabs;  ///< under mu
-  holder* free_holders = nullptr;                ///< under mu
-  std::atomic<holder*> returned{nullptr};        ///< given back by dr_cb, any thread
+  // Written per record by whoever serves delivery reports (the poll thread): a cache
+  // line of their own, apart from what the writing workers touch per record.
+  alignas(64) std::atomic<holder*> returned{nullptr};  ///< given back by dr_cb, any thread
+  /// Records done with (delivery report, or a produce or hand-off that failed for good).
+  /// pending = stats.accepted - completed: the workers write only accepted, the poll
+  /// thread only completed, instead of both updating one shared count per record.
+  std::atomic<std::uint64_t> completed{0};
+  alignas(64) holder* free_holders = nullptr;    ///< under mu
   std::unique_ptr<RdKafka::Producer> p;
+  /// The destination topic's handle, made once: the C++ produce(topic_name, ...) copies
+  /// the name into a std::string (a heap allocation for names over 15 bytes) and looks
+  /// the topic up by name (a lock, a string compare, refcounts) on every message.
+  rd_kafka_topic_t* rkt = nullptr;
   kafka_sink_stats stats;
-  std::atomic<std::uint64_t> pending{0};
+  /// accepted - completed. Any thread. completed is read first: every completion follows
+  /// its acceptance, so the difference never goes below 0.
+  std::uint64_t pending_now() const noexcept {
+    const auto done = completed.load(std::memory_order_acquire);
+    return stats.accepted.load(std::memory_order_acquire) - done;
+  }
   mutable std::mutex mu;          // buffer, errors, on_error
   std::deque<item> buffer;
   std::vector<std::string> errors;
@@ -80,10 +96,21 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
       h = take_holder();
       h->ack = std::move(it.ack);
     }
-    const auto e = p->produce(o.topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
-                              const_cast<char*>(it.m.value.data()), it.m.value.size(),
-                              it.m.key ? it.m.key->data() : nullptr, it.m.key ? it.m.key->size() : 0,
-                              it.ts, h);
+    // The C API on the cached topic handle: what the C++ produce() does, minus the name
+    // copy and lookup per message.
+    void* v = const_cast<char*>(it.m.value.data());
+    const void* k = it.m.key ? it.m.key->data() : nullptr;
+    const std::size_t kn = it.m.key ? it.m.key->size() : 0;
+    const auto e = static_cast<RdKafka::ErrorCode>(
+        rkt ? rd_kafka_producev(p->c_ptr(), RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(v, it.m.value.size()),
+                                RD_KAFKA_V_KEY(k, kn), RD_KAFKA_V_TIMESTAMP(it.ts), RD_KAFKA_V_OPAQUE(h),
+                                RD_KAFKA_V_END)
+            : rd_kafka_producev(p->c_ptr(), RD_KAFKA_V_TOPIC(o.topic.c_str()),
+                                RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(v, it.m.value.size()),
+                                RD_KAFKA_V_KEY(k, kn), RD_KAFKA_V_TIMESTAMP(it.ts), RD_KAFKA_V_OPAQUE(h),
+                                RD_KAFKA_V_END));
     if (e == RdKafka::ERR_NO_ERROR) return true;
     if (h) {
       it.ack = std::move(h->ack);
@@ -94,7 +121,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     fail(o.topic, it.m.key, it.m.value, "produce: " + RdKafka::err2str(e));  // e.g. too large
     if (it.ack) it.ack->fail();  // reported, but not done: no commit past its inputs
     it.ack.reset();
-    pending.fetch_sub(1);
+    completed.fetch_add(1, std::memory_order_release);
     return true;
   }
   void fail(const std::string& topic, const std::optional<std::string>& key, const std::string& value,
@@ -127,7 +154,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
       h->ack.reset();  // releases the ack: done (or failed) for the source
       give_back(h);
     }
-    pending.fetch_sub(1);
+    completed.fetch_add(1, std::memory_order_release);
   }
   void event_cb(RdKafka::Event& ev) override {
     if (ev.type() == RdKafka::Event::EVENT_ERROR) stats.transient_errors.fetch_add(1, std::memory_order_relaxed);
@@ -162,6 +189,9 @@ producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<
       throw std::runtime_error("kafka_sink: no broker of '" + o.brokers + "' answered within " +
                                std::to_string(o.start_timeout.count()) + " ms: " + RdKafka::err2str(e));
   }
+  // Null for a name librdkafka refuses (over 512 bytes): then every produce names the
+  // topic and fails as before (error output), as the C++ produce(topic_name, ...) did.
+  p_->rkt = rd_kafka_topic_new(p_->p->c_ptr(), o.topic.c_str(), nullptr);
   p_->poller = std::thread([s = p_.get()] {
     while (!s->stop.load(std::memory_order_acquire)) {
       s->p->poll(5);
@@ -181,12 +211,13 @@ producer_core::~producer_core() {
       s.fail(s.o.topic, it.m.key, it.m.value, "sink destroyed before hand-off");
       if (it.ack) it.ack->fail();
     }
-    s.pending.fetch_sub(s.buffer.size());
+    s.completed.fetch_add(s.buffer.size(), std::memory_order_release);
     s.buffer.clear();
   }
   s.p->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
   s.p->flush(1000);
   s.p->poll(0);
+  if (s.rkt) rd_kafka_topic_destroy(s.rkt);  // before the producer: it holds a reference
   s.p.reset();
   // A message librdkafka never reported (flush timed out) still has its holder: not
   // delivered, so its token fails (no commit past its inputs) before the pool goes.
@@ -197,8 +228,7 @@ producer_core::~producer_core() {
 
 void producer_core::produce(kafka_message_out&& m, std::int64_t ts_ms, std::shared_ptr<ack_token>&& ack) {
   auto& s = *p_;
-  s.stats.accepted.fetch_add(1, std::memory_order_relaxed);
-  s.pending.fetch_add(1);
+  s.stats.accepted.fetch_add(1, std::memory_order_release);  // pending + 1 (pending_now)
   impl::item it{std::move(m), ts_ms, std::move(ack)};
   std::lock_guard<std::mutex> g(s.mu);
   if (s.buffer.empty() && s.try_produce(it)) return;
@@ -209,14 +239,14 @@ void producer_core::produce(kafka_message_out&& m, std::int64_t ts_ms, std::shar
 std::uint64_t producer_core::flush(std::chrono::milliseconds timeout) {
   auto& s = *p_;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (s.pending.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+  while (s.pending_now() > 0 && std::chrono::steady_clock::now() < deadline) {
     s.retry_buffer();
     s.p->flush(10);  // serves delivery reports too
   }
-  return s.pending.load();
+  return s.pending_now();
 }
 
-std::uint64_t producer_core::pending() const noexcept { return p_->pending.load(); }
+std::uint64_t producer_core::pending() const noexcept { return p_->pending_now(); }
 void producer_core::on_error(std::function<void(const kafka_failed_delivery&)> f) {
   std::lock_guard<std::mutex> g(p_->mu);
   p_->on_err = std::move(f);

@@ -35,7 +35,7 @@
 //     retried by the sink's poll thread) + librdkafka's queue and in-flight requests.
 //     end(worker) waits until pending is 0 or flush_timeout passed (C09); after a timeout
 //     undelivered() tells how many records were not confirmed and errors() says so.
-//   - Copies: librdkafka copies key and value into its own message (RK_MSG_COPY), so
+//   - Copies: librdkafka copies key and value into its own message (RD_KAFKA_MSG_F_COPY), so
 //     the kafka_message_out is freed by the worker that wrote it. Without a serialiser
 //     (kafka_record<std::string, std::string>) the record's key and value are moved into
 //     the kafka_message_out, not copied. The ack token waits for the delivery report in
@@ -97,12 +97,15 @@ struct kafka_failed_delivery {
   std::string error;                ///< librdkafka's error text
 };
 
+/// Counters. The writers' (accepted, untracked: per write()) and the delivery reports'
+/// (delivered, failed) sit on separate cache lines, so a worker and the poll thread do not
+/// take one line from each other on every record.
 struct kafka_sink_stats {
-  std::atomic<std::uint64_t> accepted{0};    ///< write() calls
-  std::atomic<std::uint64_t> delivered{0};   ///< successful delivery reports
-  std::atomic<std::uint64_t> failed{0};      ///< failed delivery reports (error output)
-  std::atomic<std::uint64_t> buffered{0};    ///< records currently in our hand-off buffer
+  alignas(64) std::atomic<std::uint64_t> accepted{0};    ///< write() calls
   std::atomic<std::uint64_t> untracked{0};   ///< position set but no ack token
+  std::atomic<std::uint64_t> buffered{0};    ///< records currently in our hand-off buffer
+  alignas(64) std::atomic<std::uint64_t> delivered{0};   ///< successful delivery reports
+  std::atomic<std::uint64_t> failed{0};      ///< failed delivery reports (error output)
   std::atomic<std::uint64_t> transient_errors{0};  ///< librdkafka error events
 };
 
