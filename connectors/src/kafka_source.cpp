@@ -10,10 +10,28 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <set>
 #include <deque>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+
+namespace rill {
+
+const std::string* kafka_topic::intern(std::string_view name) {
+  if (name.empty()) return nullptr;
+  // Leaked on purpose: a record (and its topic) may outlive every static destructor's
+  // ordering guarantees; std::set's nodes never move, so the pointers stay valid.
+  static std::mutex* mu = new std::mutex;
+  static auto* names = new std::set<std::string, std::less<>>;
+  std::lock_guard<std::mutex> g(*mu);
+  auto it = names->find(name);
+  if (it == names->end()) it = names->emplace(name).first;
+  return &*it;
+}
+
+}  // namespace rill
 
 namespace rill::kafka_detail {
 
@@ -73,6 +91,13 @@ void free_list(std::vector<RdKafka::TopicPartition*>& v) {
   RdKafka::TopicPartition::destroy(v);
   v.clear();
 }
+
+/// A message of librdkafka's C API (rd_kafka_consumer_poll): owned, destroyed with
+/// rd_kafka_message_destroy. The C++ consume() wraps each one in a heap RdKafka::Message.
+struct message_free {
+  void operator()(rd_kafka_message_t* m) const noexcept { rd_kafka_message_destroy(m); }
+};
+using message_ptr = std::unique_ptr<rd_kafka_message_t, message_free>;
 
 }  // namespace
 
@@ -149,10 +174,16 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   /// everything that sits in open windows downstream. Cleared by every assignment.
   std::unordered_map<std::int32_t, partition_track> retained;
   std::unordered_map<std::int32_t, std::uint32_t> gens;
-  std::deque<std::unique_ptr<RdKafka::Message>> stash;
-  std::unique_ptr<RdKafka::Message> cur;
-  std::string cur_topic;  ///< message_view::topic points here: the last message's topic
+  std::deque<message_ptr> stash;
+  message_ptr cur;
+  kafka_topic cur_topic;  ///< the last message's topic (interned: message_view points into it)
   std::int32_t cur_topic_no = -1;  ///< its number in the topic table (pid >> 16), -1: none yet
+  /// The partition track of the last message (track()): valid while `version` is
+  /// `cached_version` (parts changes only in rebalance callbacks, which bump version).
+  partition_track* cached_track = nullptr;
+  std::int32_t cached_pid = -1;
+  std::uint64_t cached_version = ~std::uint64_t{0};
+  std::uint64_t consumed = 0;  ///< emitted, not yet added to stats->consumed (publish())
   std::vector<ack_entry> acks;
   std::chrono::steady_clock::time_point last_commit = std::chrono::steady_clock::now();
   std::string err;
@@ -301,8 +332,8 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
       if (!lost && !coop) retained.emplace(pid, std::move(it->second));
       parts.erase(it);
     }
-    std::erase_if(stash, [&](const auto& m) {
-      return std::find(pids.begin(), pids.end(), pid_of(m->topic_name(), m->partition())) != pids.end();
+    std::erase_if(stash, [&](const message_ptr& m) {
+      return std::find(pids.begin(), pids.end(), pid_of(rd_kafka_topic_name(m->rkt), m->partition)) != pids.end();
     });
     if (coop) {
       if (auto* er = consumer->incremental_unassign(tps)) delete er;
@@ -357,15 +388,17 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     return out;
   }
 
-  /// consume(0) once; returns a data message or null.
-  std::unique_ptr<RdKafka::Message> consume_one() {
-    std::unique_ptr<RdKafka::Message> m(c->consume(0));
+  /// One non-blocking poll of the consumer; returns a data message or null. The C API on
+  /// the C++ consumer's handle: what KafkaConsumer::consume(0) does (the same callbacks
+  /// are served inside), without its heap RdKafka::Message per message.
+  message_ptr consume_one() {
+    message_ptr m(rd_kafka_consumer_poll(c->c_ptr(), 0));
     if (!m) return nullptr;
-    switch (m->err()) {
-      case RdKafka::ERR_NO_ERROR:
+    switch (m->err) {
+      case RD_KAFKA_RESP_ERR_NO_ERROR:
         return m;
-      case RdKafka::ERR__TIMED_OUT:
-      case RdKafka::ERR__PARTITION_EOF:
+      case RD_KAFKA_RESP_ERR__TIMED_OUT:
+      case RD_KAFKA_RESP_ERR__PARTITION_EOF:
         return nullptr;
       default:
         bump(stats->transient_errors);
@@ -377,7 +410,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
 split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_table> topics,
                        std::shared_ptr<kafka_source_stats> stats,
                        std::function<void(const kafka_bad_message&)> on_bad, std::size_t index)
-    : p_(std::make_shared<impl>()) {
+    : p_(std::make_shared<impl>()), version_(&p_->version) {
   p_->o = o;
   p_->topics = std::move(topics);
   p_->stats = std::move(stats);
@@ -464,37 +497,51 @@ bool split_core::next(message_view& m) {
     p.cur = p.consume_one();
     if (!p.cur) return false;
   }
-  auto* msg = p.cur.get();
-  // The topic's name through the C handle (no std::string per message, as topic_name()
-  // makes); the table lookup (a mutex) only when the topic differs from the last one.
-  const char* name = rd_kafka_topic_name(msg->c_ptr()->rkt);
-  if (p.cur_topic_no < 0 || p.cur_topic != name) {
-    p.cur_topic = name;
-    p.cur_topic_no = p.pid_of(p.cur_topic, 0) >> 16;
+  const rd_kafka_message_t* msg = p.cur.get();
+  // The topic's name through the C handle (no std::string per message); the table lookup
+  // (a mutex) and the interning only when the topic differs from the last one.
+  const char* name = rd_kafka_topic_name(msg->rkt);
+  if (p.cur_topic_no < 0 || std::strcmp(p.cur_topic.c_str(), name) != 0) {
+    p.cur_topic = kafka_topic(name);
+    p.cur_topic_no = p.pid_of(p.cur_topic.str(), 0) >> 16;
   }
-  m.topic = p.cur_topic;
-  m.partition = msg->partition();
-  m.offset = msg->offset();
-  m.pid = (p.cur_topic_no << 16) | msg->partition();
-  const auto ts = msg->timestamp();
-  m.timestamp_ms = ts.type == RdKafka::MessageTimestamp::MSG_TIMESTAMP_NOT_AVAILABLE ? -1 : ts.timestamp;
-  m.has_key = msg->key_pointer() != nullptr;
-  m.key = m.has_key ? std::string_view(static_cast<const char*>(msg->key_pointer()), msg->key_len())
-                    : std::string_view{};
-  m.value = msg->payload() ? std::string_view(static_cast<const char*>(msg->payload()), msg->len())
-                           : std::string_view{};
+  m.topic = p.cur_topic.view();
+  m.topic_name = p.cur_topic;
+  m.partition = msg->partition;
+  m.offset = msg->offset;
+  m.pid = (p.cur_topic_no << 16) | msg->partition;
+  rd_kafka_timestamp_type_t tstype;
+  const auto ts = rd_kafka_message_timestamp(msg, &tstype);
+  m.timestamp_ms = tstype == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? -1 : ts;
+  m.has_key = msg->key != nullptr;
+  m.key = m.has_key ? std::string_view(static_cast<const char*>(msg->key), msg->key_len) : std::string_view{};
+  m.value = msg->payload ? std::string_view(static_cast<const char*>(msg->payload), msg->len) : std::string_view{};
   return true;
 }
 
 std::shared_ptr<ack_token> split_core::track(const message_view& m) {
   auto& p = *p_;
-  impl::bump(p.stats->consumed);
+  ++p.consumed;  // into stats->consumed by publish(), once per poll batch
+  if (m.pid != p.cached_pid || p.version != p.cached_version) {
+    auto it = p.parts.find(m.pid);
+    p.cached_track = it != p.parts.end() ? &it->second : nullptr;
+    p.cached_pid = m.pid;
+    p.cached_version = p.version;
+  }
   std::uint32_t gen = 0;
-  if (auto it = p.parts.find(m.pid); it != p.parts.end()) {
-    gen = it->second.gen;
-    it->second.emitted(m.offset);
+  if (auto* t = p.cached_track) {
+    gen = t->gen;
+    t->emitted(m.offset);
   }
   return p.inbox->make_token(ack_entry{m.pid, m.offset, gen, false});
+}
+
+void split_core::publish() noexcept {
+  auto& p = *p_;
+  if (p.consumed) {
+    impl::bump(p.stats->consumed, std::int64_t(p.consumed));
+    p.consumed = 0;
+  }
 }
 
 bool split_core::settled() {
@@ -548,7 +595,6 @@ void split_core::resume_paused() {
 
 bool split_core::paused() const noexcept { return p_->paused_all; }
 
-std::uint64_t split_core::assignment_version() const noexcept { return p_->version; }
 
 bool split_core::started() {
   auto& p = *p_;
@@ -573,6 +619,7 @@ void split_core::shutdown() {
   auto& p = *p_;
   if (p.closed) return;
   p.closed = true;
+  publish();
   p.cur.reset();
   p.stash.clear();
   p.drain_acks();

@@ -88,6 +88,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -133,11 +134,46 @@ struct kafka_source_options {
   std::map<std::string, std::string> config;
 };
 
+/// A topic name as a kafka_record carries it: a pointer to the name in a process-wide
+/// table of interned names (a name, once interned, lives until the process exits; a
+/// process sees few distinct topics). Copying it costs no allocation, where a
+/// std::string of a name over 15 bytes allocated per record. Reads as a std::string
+/// (str(), implicit const std::string&) or std::string_view; compares with strings.
+/// Constructing one from a name takes a mutex (the source does so once per topic change).
+class kafka_topic {
+ public:
+  kafka_topic() noexcept = default;  ///< ""
+  kafka_topic(std::string_view name) : s_(intern(name)) {}  // NOLINT: implicit, like std::string
+  kafka_topic(const std::string& name) : s_(intern(name)) {}  // NOLINT
+  kafka_topic(const char* name) : s_(intern(name)) {}  // NOLINT
+  const std::string& str() const noexcept { return s_ ? *s_ : none(); }
+  operator const std::string&() const noexcept { return str(); }  // NOLINT
+  std::string_view view() const noexcept { return str(); }
+  const char* c_str() const noexcept { return str().c_str(); }
+  const char* data() const noexcept { return str().data(); }
+  std::size_t size() const noexcept { return str().size(); }
+  bool empty() const noexcept { return str().empty(); }
+  friend bool operator==(const kafka_topic& a, const kafka_topic& b) noexcept { return a.str() == b.str(); }
+  friend bool operator==(const kafka_topic& a, const std::string& b) noexcept { return a.str() == b; }
+  friend bool operator==(const kafka_topic& a, std::string_view b) noexcept { return a.view() == b; }
+  friend bool operator==(const kafka_topic& a, const char* b) noexcept { return a.view() == b; }
+  friend std::ostream& operator<<(std::ostream& os, const kafka_topic& t) { return os << t.str(); }
+
+ private:
+  static const std::string& none() noexcept {
+    static const std::string e;
+    return e;
+  }
+  /// The table's copy of `name` (added on first use). Any thread (a mutex).
+  static const std::string* intern(std::string_view name);
+  const std::string* s_ = nullptr;  ///< null: ""
+};
+
 template <class K = std::string, class V = std::string>
 struct kafka_record {
   K key{};
   V value{};
-  std::string topic;
+  kafka_topic topic;  ///< interned: copying a record copies a pointer
   std::int32_t partition = -1;
   std::int64_t offset = -1;
   std::int64_t timestamp_ms = -1;      ///< -1 when the message has none
@@ -170,6 +206,7 @@ namespace kafka_detail {
 /// A raw message as the split core hands it to the typed reader.
 struct message_view {
   std::string_view topic, key, value;
+  kafka_topic topic_name;  ///< the same name, interned (kafka_record::topic)
   bool has_key = false;
   std::int32_t partition = -1, pid = -1;
   std::int64_t offset = -1, timestamp_ms = -1;
@@ -198,6 +235,9 @@ class split_core {
   bool next(message_view& m);
   /// Registers the current message's offset as open and returns its ack token.
   std::shared_ptr<ack_token> track(const message_view& m);
+  /// Adds the messages track() registered since the last call to stats().consumed (once
+  /// per poll batch rather than an atomic add per record). Also done by shutdown().
+  void publish() noexcept;
   /// Drains acks; true when no emitted offset of an assigned partition is still open.
   bool settled();
   /// Sends the current message to the error side output; its offset is done.
@@ -214,7 +254,7 @@ class split_core {
   bool started();
   /// Changes whenever a rebalance assigns or revokes partitions of this split (the
   /// callbacks run inside next() and keepalive()). Owning worker only; noexcept.
-  std::uint64_t assignment_version() const noexcept;
+  std::uint64_t assignment_version() const noexcept { return *version_; }
   /// Appends to `out` the pids this split holds: assigned, plus those of the last eager
   /// revoke kept for a hand-back to this split (see "Eager rebalance"). Owning worker only.
   void held_partitions(std::vector<std::int32_t>& out) const;
@@ -228,6 +268,7 @@ class split_core {
  private:
   struct impl;
   std::shared_ptr<impl> p_;  // shared with topic_table until the deferred close
+  const std::uint64_t* version_;  ///< impl's assignment version (read per record, inline)
 };
 
 inline std::string identity_deserialiser(std::string_view s) { return std::string(s); }
@@ -285,7 +326,7 @@ class kafka_source {
       while (n < max && core_->next(m)) {
         ++n;
         value_type r;
-        r.topic.assign(m.topic);
+        r.topic = m.topic_name;
         r.partition = m.partition;
         r.offset = m.offset;
         r.timestamp_ms = m.timestamp_ms;
@@ -305,6 +346,7 @@ class kafka_source {
                                     : event_time{std::chrono::milliseconds{std::max<std::int64_t>(m.timestamp_ms, 0)}};
         emit(record<value_type>{std::move(r), t, source_position{m.pid, m.offset}, core_->track(m)});
       }
+      core_->publish();
       return n == max ? poll_status::more : poll_status::idle;
     }
     std::string error() const { return core_->error(); }
