@@ -4,6 +4,7 @@
 // Defines:
 //   rill::kafka_source_options   brokers, group, topics, commit interval, timeouts
 //   rill::kafka_record<K, V>     one message: key, value, topic, partition, offset, timestamp
+//   rill::kafka_topic            a record's topic name: interned, copied as a pointer
 //   rill::kafka_bad_message      what the error side output receives for an undecodable one
 //   rill::kafka_source_stats     counters (atomics, read from any thread)
 //   rill::kafka_source<K, V>     a rill::source_of<kafka_record<K, V>>, one split per worker
