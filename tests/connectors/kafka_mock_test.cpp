@@ -12,7 +12,10 @@
 #include <librdkafka/rdkafka_mock.h>
 #include <librdkafka/rdkafkacpp.h>
 
+#include <atomic>
 #include <mutex>
+#include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "rill/connectors/kafka_sink.hpp"
@@ -112,6 +115,37 @@ std::vector<std::string> numbers(int n) {
 
 }  // namespace
 
+// kafka_record::topic: an interned name (one copy per distinct name in the process),
+// read and compared like a string.
+TEST(KafkaTopic, InternedNameReadsAndComparesLikeAString) {
+  const std::string name = "a-topic-name-longer-than-15-bytes";
+  const rill::kafka_topic a{name}, b{name.c_str()}, c{std::string_view(name)}, other{"other"};
+  EXPECT_EQ(a.c_str(), b.c_str());  // the same interned storage: copies are pointers
+  EXPECT_EQ(a.c_str(), c.c_str());
+  EXPECT_TRUE(a == b);
+  EXPECT_TRUE(a == name);
+  EXPECT_TRUE(a == name.c_str());
+  EXPECT_TRUE(a == std::string_view(name));
+  EXPECT_TRUE(name == a);
+  EXPECT_FALSE(a == other);
+  EXPECT_TRUE(a != "other");
+  const std::string& s = a;
+  EXPECT_EQ(s, name);
+  EXPECT_EQ(a.size(), name.size());
+  std::ostringstream os;
+  os << a;
+  EXPECT_EQ(os.str(), name);
+  const rill::kafka_topic none;
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(none.str(), "");
+  EXPECT_TRUE(rill::kafka_topic("") == none);
+  rec r;
+  EXPECT_TRUE(r.topic.empty());
+  r.topic = "in";
+  rec copy = r;
+  EXPECT_EQ(copy.topic.str(), "in");
+}
+
 TEST_F(KafkaMock, FilterDropsAndSinkDeliveriesBothCommit) {
   topic("in", 2);
   topic("out", 2);
@@ -119,8 +153,15 @@ TEST_F(KafkaMock, FilterDropsAndSinkDeliveriesBothCommit) {
   auto sink = std::make_shared<rill::kafka_sink<rec>>(out());
   rill::kafka_source<> s{src("g")};
   auto st = s.stats();
-  run_until(rill::from(std::move(s)).filter([](const rec& r) { return std::stoi(r.value) % 2 == 0; }).sink(sink),
+  std::atomic<int> other_topic{0};
+  run_until(rill::from(std::move(s))
+                .filter([&](const rec& r) {
+                  if (r.topic != "in" || r.partition != int(std::stoi(r.value) % 2)) other_topic.fetch_add(1);
+                  return std::stoi(r.value) % 2 == 0;
+                })
+                .sink(sink),
             [&] { return st->consumed.load() >= 1000 && sink->stats().delivered.load() >= 500; });
+  EXPECT_EQ(other_topic.load(), 0);  // every record names its topic and partition
   EXPECT_EQ(st->consumed.load(), 1000u);
   EXPECT_EQ(sink->stats().delivered.load(), 500u);
   EXPECT_EQ(sink->undelivered(), 0u);
