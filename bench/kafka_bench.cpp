@@ -208,9 +208,12 @@ result run_rill(const std::string& in, const std::string& out, int n, std::size_
   std::atomic<std::uint64_t> sum{0};
   clk::time_point t0{}, t1{};
   double cpu0 = 0, cpu1 = 0;
+  // Checks every 1 ms: at 100 us, its ~10,000 wake-ups a second were about 25,000 context
+  // switches per 1 M-record run, CPU the raw loop (which checks inline) does not pay. The
+  // clock stops at most 1 ms late (under 0.1% of a 1 M-record run).
   std::thread stopper([&] {
-    while (sink->stats().delivered.load() == 0 && sink->stats().accepted.load() == 0) std::this_thread::sleep_for(100us);
-    while (sink->stats().delivered.load() < std::uint64_t(n) + primed) std::this_thread::sleep_for(100us);
+    while (sink->stats().delivered.load() == 0 && sink->stats().accepted.load() == 0) std::this_thread::sleep_for(1ms);
+    while (sink->stats().delivered.load() < std::uint64_t(n) + primed) std::this_thread::sleep_for(1ms);
     t1 = clk::now();
     cpu1 = cpu_now();
     rt.request_stop();
