@@ -288,12 +288,17 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--to", o.to, "Kafka mode: output topic; value {\"key\",\"enriched\",\"partition\",\"offset\"}")
       ->check(rill_examples::kafka_topic())
       ->needs(brokers);
-  app.add_option("--group", o.group, "Kafka mode: consumer group (default enrichment)");
+  // The other Kafka-mode options need --brokers too: in the generator mode they were
+  // accepted and silently ignored (exit 0).
+  app.add_option("--group", o.group, "Kafka mode: consumer group (default enrichment)")->needs(brokers);
   app.add_option("--idle-exit", o.idle_exit, "Kafka mode: stop after this long without input, e.g. 3s (0 = until SIGTERM); "
-                 "before the first record 10x as long (joining the group takes seconds)");
+                 "before the first record 10x as long (joining the group takes seconds)")
+      ->needs(brokers);
   app.add_option("--workers", o.workers, "Kafka mode: consumers in this process (default 1)")
-      ->check(rill_examples::whole_number(1, 64));
-  app.add_flag("--progress", o.progress, "Kafka mode: a progress line on stderr every --progress-interval");
+      ->check(rill_examples::whole_number(1, 64))
+      ->needs(brokers);
+  app.add_flag("--progress", o.progress, "Kafka mode: a progress line on stderr every --progress-interval")
+      ->needs(brokers);
   app.add_option("--progress-interval", o.progress_interval,
                  "Kafka mode: e.g. 250ms (default 1s; must be > 0: without --progress there are no "
                  "progress lines)")

@@ -46,7 +46,14 @@ int main(int argc, char** argv) {
     const auto arg = f.substr(colon + 1);
     try {
       if (arg.rfind("first=", 0) == 0) {
-        r.first = std::stoul(arg.substr(6));
+        // a count of requests (whole_number): std::stoul took "-1" as 2^64 - 1
+        std::string count_text = arg.substr(6);
+        if (const auto why = rill_examples::whole_number(0, 1'000'000'000, "a count of requests")(count_text);
+            !why.empty()) {
+          std::cerr << "enrichment_service: --fault \"" << f << "\": first= " << why << '\n';
+          return 2;
+        }
+        r.first = std::stoul(count_text);
       } else {
         // a rate is a fraction of the requests: 0..1 (1.5 or -1 used to be taken)
         std::string rate_text = arg;

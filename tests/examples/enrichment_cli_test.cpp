@@ -49,6 +49,9 @@ TEST(enrichment_cli, service_numbers_out_of_range_name_the_option_and_the_value)
   expect_usage_error(bounded + " --fault 5xx:1.5", {"--fault", "5xx:1.5", "1.5 is out of range", "<= 1"});
   expect_usage_error(bounded + " --fault drop:-0.5", {"--fault", "drop:-0.5", "must be >= 0", "-0.5"});
   expect_usage_error(bounded + " --fault stall:nan", {"--fault", "stall:nan", "\"nan\""});
+  // first=N is a count: "-1" was taken as 2^64 - 1 (every request faulted) and the service ran
+  expect_usage_error(bounded + " --fault drop:first=-1", {"--fault", "drop:first=-1", "must be >= 0", "-1"});
+  expect_usage_error(bounded + " --fault drop:first=x", {"--fault", "drop:first=x", "\"x\""});
 }
 
 // Kafka topic names are checked while parsing, as in netflow (Kafka's rule: 1..249 of
@@ -63,7 +66,10 @@ TEST(enrichment_cli, kafka_illegal_topic_names_name_the_option_and_the_value) {
 // --from/--to are Kafka mode's: without --brokers they say so (CLI11 needs), not that
 // --rate is for the generator mode.
 TEST(enrichment_cli, from_and_to_need_brokers) {
-  for (const char* args : {" --from a --to b", " --from a --to b --rate 10", " --to b --seconds 1"}) {
+  for (const char* args : {" --from a --to b", " --from a --to b --rate 10", " --to b --seconds 1",
+                           // the other Kafka-mode options were ignored in the generator mode
+                           " --group g --seconds 1", " --idle-exit 3s --seconds 1", " --workers 2 --seconds 1",
+                           " --progress --seconds 1"}) {
     const auto r = run(enrichment + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_TRUE(has(r.err, "requires --brokers")) << args << ": " << r.err;
