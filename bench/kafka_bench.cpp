@@ -26,6 +26,8 @@
 // consumer and kafka_source's .config), e.g. queued.min.messages=1000000: with librdkafka
 // 2.0.2's default (100000 per partition) a consume -> produce loop over 1 M records is
 // throttled to a constant rate (about 160,000 records/s here; 1 M in 1.3 s with 1000000).
+// --producer-config k=v[,k=v]: the same for both peers' producers (raw's producer and
+// kafka_sink's .config), applied after the peers' own settings.
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <time.h>
@@ -135,7 +137,7 @@ struct raw_dr : RdKafka::DeliveryReportCb {
 
 bool prime = false;
 const std::string prime_key = "prime";
-std::map<std::string, std::string> consumer_config;
+std::map<std::string, std::string> consumer_config, producer_config;
 
 result run_raw(const std::string& in, const std::string& out, int n) {
   std::string err;
@@ -147,6 +149,8 @@ result run_raw(const std::string& in, const std::string& out, int n) {
   pc->set("linger.ms", "5", err);
   pc->set("partitioner", "murmur2_random", err);
   pc->set("dr_cb", &dr, err);
+  for (const auto& [k, v] : producer_config)
+    if (pc->set(k, v, err) != RdKafka::Conf::CONF_OK) throw std::runtime_error("producer config " + k + ": " + err);
   std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(pc.get(), err));
   if (prime) {
     p->produce(out, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY, nullptr, 0, prime_key.data(),
@@ -194,7 +198,7 @@ result run_raw(const std::string& in, const std::string& out, int n) {
 
 // ---- rill ----
 result run_rill(const std::string& in, const std::string& out, int n, std::size_t workers) {
-  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = brokers, .topic = out});
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = brokers, .topic = out, .config = producer_config});
   const std::uint64_t primed = prime ? 1 : 0;
   if (prime) {  // through the sink's own producer, before the job starts
     rill::record<rec> r;
@@ -251,21 +255,21 @@ int main(int argc, char** argv) {
     else if (a == "--make-input") make_input = argv[i + 1];
     else if (a == "--peers") peers = "," + std::string(argv[i + 1]) + ",";
     else if (a == "--prime") prime = std::atoi(argv[i + 1]) != 0;
-    else if (a == "--consumer-config") {
+    else if (a == "--consumer-config" || a == "--producer-config") {
       std::string list = argv[i + 1];
       for (std::size_t at = 0; at < list.size();) {
         auto end = list.find(',', at);
         if (end == std::string::npos) end = list.size();
         const auto kv = list.substr(at, end - at);
         const auto eq = kv.find('=');
-        if (eq == std::string::npos) { std::cerr << "--consumer-config: expected k=v, got " << kv << "\n"; return 2; }
-        consumer_config[kv.substr(0, eq)] = kv.substr(eq + 1);
+        if (eq == std::string::npos) { std::cerr << a << ": expected k=v, got " << kv << "\n"; return 2; }
+        (a == "--consumer-config" ? consumer_config : producer_config)[kv.substr(0, eq)] = kv.substr(eq + 1);
         at = end + 1;
       }
     }
     else {
       std::cerr << "usage: kafka_bench [--brokers B] [--records N] [--runs R] [--in TOPIC] [--peers raw,rill/1,rill/2]"
-                   " [--prime 0|1] [--consumer-config k=v,...]\n"
+                   " [--prime 0|1] [--consumer-config k=v,...] [--producer-config k=v,...]\n"
                    "       kafka_bench --make-input TOPIC [--brokers B] [--records N]\n";
       return 2;
     }

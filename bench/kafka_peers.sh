@@ -11,7 +11,8 @@
 # PRIME=1 (default): kafka_bench --prime 1, the C++ peers' producers deliver one record to
 # their output topic before the clock (librdkafka's first delivery to a topic it has not seen
 # takes about 1 s; Kafka Streams' Java producer has no such delay); PRIME=0 leaves it in.
-# ROUNDS rounds, peers interleaved (the Kafka Streams peer goes first in even rounds); each
+# ROUNDS rounds, peers interleaved (the Kafka Streams peer goes first in even rounds; each C++
+# peer runs in its own process, their order rotating by round); each
 # run's count and checksum are verified; the table gives the median and best records/s,
 # the median CPU seconds per million records (user+sys of the peer's process over the timed
 # interval: first consumed record -> N-th acknowledged delivery) and ratios to raw.
@@ -85,14 +86,19 @@ in=peers-in-$tag
 "$build/bench/kafka_bench" --brokers "$brokers" --make-input "$in" --records "$records"
 results=$work/map.results
 : >"$results"
-run_cpp() { "$build/bench/kafka_bench" --brokers "$brokers" --in "$in" --records "$records" --runs 1 --prime "$prime" \
-              ${consumer_config:+--consumer-config "$consumer_config"} 2>&1 >/dev/null |
+# Each C++ peer in a process of its own (one process running raw, then rill/1, then rill/2
+# handed each peer the heap and threads the one before it left), in an order that rotates
+# by round, so no peer always runs right after the same other one.
+run_one() { "$build/bench/kafka_bench" --brokers "$brokers" --in "$in" --records "$records" --runs 1 --prime "$prime" \
+              --peers "$1" ${consumer_config:+--consumer-config "$consumer_config"} 2>&1 >/dev/null |
               tee -a "$work/map.log" | grep '^RESULT' >>"$results" || true; }
+cpp_peers=(raw rill/1 rill/2)
+run_cpp() { for i in 0 1 2; do run_one "${cpp_peers[$(( ($1 + i) % 3 ))]}"; done; }
 run_ks() { java -cp "$cp" dev.rill.bench.Map --brokers "$brokers" --in "$in" --records "$records" \
              --threads 1 --warmup 1 --runs 1 --tag "$tag-$1" 2>&1 | tee -a "$work/map.log" | grep '^RESULT' >>"$results" || true; }
 for r in $(seq "$rounds"); do
   echo "kafka_peers: map round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  if [ $((r % 2)) -eq 1 ]; then run_cpp; run_ks "$r"; else run_ks "$r"; run_cpp; fi
+  if [ $((r % 2)) -eq 1 ]; then run_cpp "$r"; run_ks "$r"; else run_ks "$r"; run_cpp "$r"; fi
 done
 python3 - "$results" "$records" "$rounds" <<'EOF' || status=1
 import re, statistics, sys

@@ -66,6 +66,13 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   std::function<void(const kafka_failed_delivery&)> on_err;
   std::atomic<bool> stop{false};
   std::thread poller;
+  /// When a writing worker last served delivery reports (steady_clock ticks): while the
+  /// workers write, they serve the reports and the poll thread only looks in now and then.
+  std::atomic<std::int64_t> worker_polled{0};
+  /// Writes between two services of delivery reports by a writing worker.
+  static constexpr unsigned serve_every = 64;
+  /// How long the poll thread leaves the reports to the workers after one served them.
+  static constexpr std::chrono::milliseconds worker_grace{5};
 
   /// A free holder. Under mu.
   holder* take_holder() {
@@ -194,7 +201,11 @@ producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<
   p_->rkt = rd_kafka_topic_new(p_->p->c_ptr(), o.topic.c_str(), nullptr);
   p_->poller = std::thread([s = p_.get()] {
     while (!s->stop.load(std::memory_order_acquire)) {
-      s->p->poll(5);
+      const auto last = std::chrono::steady_clock::duration(s->worker_polled.load(std::memory_order_relaxed));
+      if (std::chrono::steady_clock::now().time_since_epoch() - last < impl::worker_grace)
+        std::this_thread::sleep_for(impl::worker_grace);  // the writing workers serve them
+      else
+        s->p->poll(5);
       s->retry_buffer();
     }
   });
@@ -230,10 +241,25 @@ void producer_core::produce(kafka_message_out&& m, std::int64_t ts_ms, std::shar
   auto& s = *p_;
   s.stats.accepted.fetch_add(1, std::memory_order_release);  // pending + 1 (pending_now)
   impl::item it{std::move(m), ts_ms, std::move(ack)};
-  std::lock_guard<std::mutex> g(s.mu);
-  if (s.buffer.empty() && s.try_produce(it)) return;
-  s.buffer.push_back(std::move(it));
-  s.stats.buffered.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    if (!s.buffer.empty() || !s.try_produce(it)) {
+      s.buffer.push_back(std::move(it));
+      s.stats.buffered.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  // Every serve_every writes of this thread, the writer serves the delivery reports that
+  // are ready (not under mu: dr_cb takes it), as a plain consume -> produce loop does:
+  // a token is then released by the worker that made it (its cache lines stay local) and
+  // no other thread wakes up per produce request. The poll thread serves them when no
+  // worker writes (worker_grace).
+  thread_local unsigned writes = 0;
+  if (++writes % impl::serve_every == 0) serve_reports();
+}
+
+void producer_core::serve_reports() {
+  p_->worker_polled.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  p_->p->poll(0);
 }
 
 std::uint64_t producer_core::flush(std::chrono::milliseconds timeout) {

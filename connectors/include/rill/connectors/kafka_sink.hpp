@@ -35,6 +35,13 @@
 //     retried by the sink's poll thread) + librdkafka's queue and in-flight requests.
 //     end(worker) waits until pending is 0 or flush_timeout passed (C09); after a timeout
 //     undelivered() tells how many records were not confirmed and errors() says so.
+//   - Backpressure: at options.max_pending pending records the sink reports itself full
+//     (flush(worker) == false) and the pipeline's sources wait before their next slice;
+//     a kafka_source pauses its partitions when that lasts (kafka_source.hpp).
+//   - Delivery reports are served by the writing workers (every 64 writes of a thread,
+//     and when flush(worker) finds the sink full) and, while no worker writes for 5 ms,
+//     by the sink's poll thread: a consume -> produce pipeline then releases each ack
+//     token on the worker that made it, as a plain librdkafka loop serves its own reports.
 //   - Copies: librdkafka copies key and value into its own message (RD_KAFKA_MSG_F_COPY), so
 //     the kafka_message_out is freed by the worker that wrote it. Without a serialiser
 //     (kafka_record<std::string, std::string>) the record's key and value are moved into
@@ -45,8 +52,10 @@
 //   - Records that carry a source position but no ack token count in stats().untracked
 //     (an operator that dropped the token: a bug to report; always 0 with rill's own).
 //
-// Thread safety: write/progress/end from any worker (one mutex around the hand-off);
-// delivery reports run on the sink's poll thread (on_error is called there).
+// Thread safety: write/flush/progress/end from any worker (one mutex around the
+// hand-off); delivery reports run inside write() and flush(worker) on a worker, or on the
+// sink's poll thread: on_error is called on any of these threads, one call at a time
+// (under the sink's mutex).
 // Blocking: write() never blocks; end() blocks its worker up to flush_timeout (shutdown).
 #pragma once
 
@@ -83,6 +92,14 @@ struct kafka_sink_options {
   /// Kafka message timestamp: the record's event time, or the produce time ("now").
   enum class timestamp_source { event_time, produce_time };
   timestamp_source timestamps = timestamp_source::event_time;
+  /// Backpressure: while more records than this were accepted and not yet confirmed
+  /// (pending(): our hand-off buffer + librdkafka's queue + in flight), the sink tells the
+  /// pipeline it is full and the sources wait (a kafka_source pauses its partitions when
+  /// that lasts). 0 = no limit (then only librdkafka's queue.buffering.max.messages
+  /// bounds librdkafka's queue and our hand-off buffer grows). See bench/RESULTS.md
+  /// "kafka" for why the default is not larger: a deeper producer queue made the same
+  /// job slower.
+  std::uint64_t max_pending = 50000;
 };
 
 struct kafka_message_out {
@@ -119,6 +136,8 @@ class producer_core {
   producer_core(const producer_core&) = delete;
   producer_core& operator=(const producer_core&) = delete;
   void produce(kafka_message_out&& m, std::int64_t ts_ms, std::shared_ptr<ack_token>&& ack);
+  /// Serves the delivery reports that are ready, on the calling thread (never blocks).
+  void serve_reports();
   /// Waits until pending() == 0 or the timeout; returns pending() then. Blocks.
   std::uint64_t flush(std::chrono::milliseconds timeout);
   std::uint64_t pending() const noexcept;
@@ -152,7 +171,8 @@ class kafka_sink {
     if (!ser_ && !move_raw_) throw std::invalid_argument("kafka_sink: serialiser missing");
   }
 
-  /// Error side output for failed deliveries (called on the poll thread).
+  /// Error side output for failed deliveries (called under the sink's mutex, on the
+  /// thread serving the delivery report: a writing worker or the poll thread).
   kafka_sink& on_error(std::function<void(const kafka_failed_delivery&)> f) {
     core_->on_error(std::move(f));
     return *this;
@@ -174,6 +194,14 @@ class kafka_sink {
       }
     }
     core_->produce(ser_(static_cast<const T&>(r.value)), ms > 0 ? ms : 0, std::move(r.ack));
+  }
+  /// The pipeline's backpressure check, before each source slice (any worker): false
+  /// while pending() >= options.max_pending. The asking worker first serves the
+  /// delivery reports that are ready, so a waiting pipeline keeps draining.
+  bool flush(std::size_t) {
+    if (o_.max_pending == 0 || core_->pending() < o_.max_pending) return true;
+    core_->serve_reports();
+    return core_->pending() < o_.max_pending;
   }
   void progress(std::size_t, event_time) {}
   /// One worker's input ended: waits (blocking that worker, up to flush_timeout) until
