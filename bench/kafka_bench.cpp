@@ -28,6 +28,7 @@
 // throttled to a constant rate (about 160,000 records/s here; 1 M in 1.3 s with 1000000).
 // --producer-config k=v[,k=v]: the same for both peers' producers (raw's producer and
 // kafka_sink's .config), applied after the peers' own settings.
+// --max-pending N: the rill peers' kafka_sink_options::max_pending (0 = no backpressure).
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <time.h>
@@ -138,6 +139,7 @@ struct raw_dr : RdKafka::DeliveryReportCb {
 bool prime = false;
 const std::string prime_key = "prime";
 std::map<std::string, std::string> consumer_config, producer_config;
+long long max_pending = -1;  // --max-pending: kafka_sink_options::max_pending of the rill peers (-1: its default)
 
 result run_raw(const std::string& in, const std::string& out, int n) {
   std::string err;
@@ -198,7 +200,9 @@ result run_raw(const std::string& in, const std::string& out, int n) {
 
 // ---- rill ----
 result run_rill(const std::string& in, const std::string& out, int n, std::size_t workers) {
-  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = brokers, .topic = out, .config = producer_config});
+  rill::kafka_sink_options so{.brokers = brokers, .topic = out, .config = producer_config};
+  if (max_pending >= 0) so.max_pending = std::uint64_t(max_pending);
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(so);
   const std::uint64_t primed = prime ? 1 : 0;
   if (prime) {  // through the sink's own producer, before the job starts
     rill::record<rec> r;
@@ -255,6 +259,7 @@ int main(int argc, char** argv) {
     else if (a == "--make-input") make_input = argv[i + 1];
     else if (a == "--peers") peers = "," + std::string(argv[i + 1]) + ",";
     else if (a == "--prime") prime = std::atoi(argv[i + 1]) != 0;
+    else if (a == "--max-pending") max_pending = std::atoll(argv[i + 1]);
     else if (a == "--consumer-config" || a == "--producer-config") {
       std::string list = argv[i + 1];
       for (std::size_t at = 0; at < list.size();) {
@@ -269,7 +274,7 @@ int main(int argc, char** argv) {
     }
     else {
       std::cerr << "usage: kafka_bench [--brokers B] [--records N] [--runs R] [--in TOPIC] [--peers raw,rill/1,rill/2]"
-                   " [--prime 0|1] [--consumer-config k=v,...] [--producer-config k=v,...]\n"
+                   " [--prime 0|1] [--consumer-config k=v,...] [--producer-config k=v,...] [--max-pending N]\n"
                    "       kafka_bench --make-input TOPIC [--brokers B] [--records N]\n";
       return 2;
     }

@@ -87,12 +87,13 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     free_holders = h->next;
     return h;
   }
-  /// A holder whose token was released. Any thread, lock-free.
-  void give_back(holder* h) noexcept {
+  /// Holders whose tokens were released, linked first..last through next. Any thread,
+  /// lock-free.
+  void give_back(holder* first, holder* last) noexcept {
     holder* top = returned.load(std::memory_order_relaxed);
     do {
-      h->next = top;
-    } while (!returned.compare_exchange_weak(top, h, std::memory_order_release, std::memory_order_relaxed));
+      last->next = top;
+    } while (!returned.compare_exchange_weak(top, first, std::memory_order_release, std::memory_order_relaxed));
   }
 
   /// Tries to hand one message to librdkafka (it copies key and value: RK_MSG_COPY, so
@@ -145,10 +146,52 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     }
   }
 
+  /// Successful delivery reports of the current poll on this thread, released by
+  /// release_delivered() when the poll returns (see there). Thread-local: any thread that
+  /// polls this producer releases what its own poll collected, right after it.
+  static std::vector<holder*>& delivered_now() {
+    thread_local std::vector<holder*> v;
+    return v;
+  }
+  /// Polls librdkafka (serving delivery reports on this thread), then releases the
+  /// delivered records' tokens. `serve` is the librdkafka call (poll or flush).
+  template <class Serve>
+  void serve(Serve&& call) {
+    call();
+    release_delivered();
+  }
+  /// Releases the ack tokens of the records this thread's last poll reported delivered,
+  /// and counts them. Done after the poll rather than in dr_cb, one report at a time,
+  /// because each release reads two cache lines written about a millisecond earlier (the
+  /// holder, then the token's control block): here the loop prefetches them 4 and 8
+  /// reports ahead, and the counters and the holder pool take one atomic update per poll.
+  void release_delivered() {
+    auto& v = delivered_now();
+    const std::size_t n = v.size();
+    if (n == 0) return;
+    holder* chain = nullptr;
+    holder* last = nullptr;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + 8 < n) __builtin_prefetch(v[i + 8], 1);
+      if (i + 4 < n && v[i + 4] && v[i + 4]->ack) __builtin_prefetch(v[i + 4]->ack.get(), 1);
+      holder* h = v[i];
+      if (!h) continue;
+      h->ack.reset();  // releases the ack: done for the source
+      h->next = chain;
+      if (!chain) last = h;
+      chain = h;
+    }
+    if (chain) give_back(chain, last);
+    v.clear();
+    stats.delivered.fetch_add(n, std::memory_order_relaxed);
+    completed.fetch_add(n, std::memory_order_release);
+  }
+
   void dr_cb(RdKafka::Message& m) override {
     holder* h = static_cast<holder*>(m.msg_opaque());
     if (m.err() == RdKafka::ERR_NO_ERROR) {
-      stats.delivered.fetch_add(1, std::memory_order_relaxed);
+      delivered_now().push_back(h);  // released (and counted) when the poll returns
+      return;
     } else {
       std::optional<std::string> key;
       if (m.key()) key = *m.key();
@@ -158,8 +201,8 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
       if (h && h->ack) h->ack->fail();  // the inputs stay uncommitted (at-least-once)
     }
     if (h) {
-      h->ack.reset();  // releases the ack: done (or failed) for the source
-      give_back(h);
+      h->ack.reset();  // releases the ack: failed for the source
+      give_back(h, h);
     }
     completed.fetch_add(1, std::memory_order_release);
   }
@@ -205,7 +248,7 @@ producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<
       if (std::chrono::steady_clock::now().time_since_epoch() - last < impl::worker_grace)
         std::this_thread::sleep_for(impl::worker_grace);  // the writing workers serve them
       else
-        s->p->poll(5);
+        s->serve([&] { s->p->poll(5); });
       s->retry_buffer();
     }
   });
@@ -226,10 +269,11 @@ producer_core::~producer_core() {
     s.buffer.clear();
   }
   s.p->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
-  s.p->flush(1000);
-  s.p->poll(0);
+  s.serve([&] { s.p->flush(1000); });
+  s.serve([&] { s.p->poll(0); });
   if (s.rkt) rd_kafka_topic_destroy(s.rkt);  // before the producer: it holds a reference
   s.p.reset();
+  s.release_delivered();  // reports served while the producer closed, if any
   // A message librdkafka never reported (flush timed out) still has its holder: not
   // delivered, so its token fails (no commit past its inputs) before the pool goes.
   for (auto& slab : s.slabs)
@@ -259,7 +303,7 @@ void producer_core::produce(kafka_message_out&& m, std::int64_t ts_ms, std::shar
 
 void producer_core::serve_reports() {
   p_->worker_polled.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-  p_->p->poll(0);
+  p_->serve([&] { p_->p->poll(0); });
 }
 
 std::uint64_t producer_core::flush(std::chrono::milliseconds timeout) {
@@ -267,7 +311,7 @@ std::uint64_t producer_core::flush(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (s.pending_now() > 0 && std::chrono::steady_clock::now() < deadline) {
     s.retry_buffer();
-    s.p->flush(10);  // serves delivery reports too
+    s.serve([&] { s.p->flush(10); });  // serves delivery reports too
   }
   return s.pending_now();
 }
