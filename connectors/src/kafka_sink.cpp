@@ -3,6 +3,8 @@
 // serves delivery reports, and a flush whose pending count includes our buffer (C09).
 #include "rill/connectors/kafka_sink.hpp"
 
+#include "kafka_common.hpp"
+
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 
@@ -14,11 +16,7 @@
 namespace rill::kafka_detail {
 
 namespace {
-void set(RdKafka::Conf& c, const std::string& k, const std::string& v) {
-  std::string err;
-  if (c.set(k, v, err) != RdKafka::Conf::CONF_OK)
-    throw std::invalid_argument("kafka_sink: config " + k + "=" + v + ": " + err);
-}
+void set(RdKafka::Conf& c, const std::string& k, const std::string& v) { set_config(c, "kafka_sink", k, v); }
 }  // namespace
 
 struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
@@ -109,20 +107,28 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
       h->ack = std::move(it.ack);
     }
     // The C API on the cached topic handle: what the C++ produce() does, minus the name
-    // copy and lookup per message.
-    void* v = const_cast<char*>(it.m.value.data());
-    const void* k = it.m.key ? it.m.key->data() : nullptr;
-    const std::size_t kn = it.m.key ? it.m.key->size() : 0;
-    const auto e = static_cast<RdKafka::ErrorCode>(
-        rkt ? rd_kafka_producev(p->c_ptr(), RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(v, it.m.value.size()),
-                                RD_KAFKA_V_KEY(k, kn), RD_KAFKA_V_TIMESTAMP(it.ts), RD_KAFKA_V_OPAQUE(h),
-                                RD_KAFKA_V_END)
-            : rd_kafka_producev(p->c_ptr(), RD_KAFKA_V_TOPIC(o.topic.c_str()),
-                                RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(v, it.m.value.size()),
-                                RD_KAFKA_V_KEY(k, kn), RD_KAFKA_V_TIMESTAMP(it.ts), RD_KAFKA_V_OPAQUE(h),
-                                RD_KAFKA_V_END));
+    // copy and lookup per message. Without a handle (a name librdkafka refused), by name.
+    rd_kafka_vu_t vu[6];
+    if (rkt) {
+      vu[0].vtype = RD_KAFKA_VTYPE_RKT;
+      vu[0].u.rkt = rkt;
+    } else {
+      vu[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+      vu[0].u.cstr = o.topic.c_str();
+    }
+    vu[1].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    vu[1].u.i = RD_KAFKA_MSG_F_COPY;
+    vu[2].vtype = RD_KAFKA_VTYPE_VALUE;
+    vu[2].u.mem = {const_cast<char*>(it.m.value.data()), it.m.value.size()};
+    vu[3].vtype = RD_KAFKA_VTYPE_KEY;
+    vu[3].u.mem = {it.m.key ? const_cast<char*>(it.m.key->data()) : nullptr, it.m.key ? it.m.key->size() : 0};
+    vu[4].vtype = RD_KAFKA_VTYPE_TIMESTAMP;
+    vu[4].u.i64 = it.ts;
+    vu[5].vtype = RD_KAFKA_VTYPE_OPAQUE;
+    vu[5].u.ptr = h;
+    rd_kafka_error_t* error = rd_kafka_produceva(p->c_ptr(), vu, 6);  // partition: unassigned
+    const auto e = static_cast<RdKafka::ErrorCode>(error ? rd_kafka_error_code(error) : RD_KAFKA_RESP_ERR_NO_ERROR);
+    if (error) rd_kafka_error_destroy(error);
     if (e == RdKafka::ERR_NO_ERROR) return true;
     if (h) {
       it.ack = std::move(h->ack);
@@ -235,14 +241,7 @@ producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<
   if (!p_->p) throw std::runtime_error("kafka_sink: cannot create producer: " + err);
   // Bounded wait for a broker, as kafka_source's (start_timeout): a probe against a broker
   // that is down fails at start, not after one delivery timeout per record.
-  if (o.start_timeout.count() > 0) {
-    RdKafka::Metadata* md = nullptr;
-    const auto e = p_->p->metadata(true, nullptr, &md, int(o.start_timeout.count()));
-    std::unique_ptr<RdKafka::Metadata> md_owner(md);
-    if (e != RdKafka::ERR_NO_ERROR)
-      throw std::runtime_error("kafka_sink: no broker of '" + o.brokers + "' answered within " +
-                               std::to_string(o.start_timeout.count()) + " ms: " + RdKafka::err2str(e));
-  }
+  if (o.start_timeout.count() > 0) wait_for_broker(*p_->p, "kafka_sink", o.brokers, o.start_timeout);
   // Null for a name librdkafka refuses (over 512 bytes): then every produce names the
   // topic and fails as before (error output), as the C++ produce(topic_name, ...) did.
   p_->rkt = rd_kafka_topic_new(p_->p->c_ptr(), o.topic.c_str(), nullptr);

@@ -3,6 +3,8 @@
 // at-least-once commits, rebalance handling, and pause/resume for backpressure.
 #include "rill/connectors/kafka_source.hpp"
 
+#include "kafka_common.hpp"
+
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 
@@ -81,11 +83,7 @@ std::shared_ptr<topic_table> make_topic_table() { return std::make_shared<topic_
 
 namespace {
 
-void set(RdKafka::Conf& c, const std::string& k, const std::string& v) {
-  std::string err;
-  if (c.set(k, v, err) != RdKafka::Conf::CONF_OK)
-    throw std::invalid_argument("kafka_source: config " + k + "=" + v + ": " + err);
-}
+void set(RdKafka::Conf& c, const std::string& k, const std::string& v) { set_config(c, "kafka_source", k, v); }
 
 void free_list(std::vector<RdKafka::TopicPartition*>& v) {
   RdKafka::TopicPartition::destroy(v);
@@ -442,15 +440,14 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
     throw std::runtime_error("kafka_source: " + err);
   p_->c.reset(RdKafka::KafkaConsumer::create(conf.get(), err));
   if (!p_->c) throw std::runtime_error("kafka_source: cannot create consumer: " + err);
-  // Bounded wait for a broker (issue 5: "broker unreachable at start gives a clear error").
-  RdKafka::Metadata* md = nullptr;
-  const auto e = p_->c->metadata(true, nullptr, &md, int(o.start_timeout.count()));
-  std::unique_ptr<RdKafka::Metadata> md_owner(md);
-  if (e != RdKafka::ERR_NO_ERROR) {
+  std::unique_ptr<RdKafka::Metadata> md_owner;
+  try {
+    md_owner = wait_for_broker(*p_->c, "kafka_source", o.brokers, o.start_timeout);
+  } catch (...) {
     p_->c->close();
-    throw std::runtime_error("kafka_source: no broker of '" + o.brokers + "' answered within " +
-                             std::to_string(o.start_timeout.count()) + " ms: " + RdKafka::err2str(e));
+    throw;
   }
+  const RdKafka::Metadata* md = md_owner.get();
   // Named topics (not '^' patterns): a name Kafka would refuse is an error; so is a topic the
   // cluster does not have, unless require_topics is off (then the split waits for it).
   for (const auto& t : o.topics) {
