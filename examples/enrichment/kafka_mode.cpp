@@ -10,7 +10,6 @@
 #include <iostream>
 #include <sstream>
 #include <optional>
-#include <regex>
 #include <thread>
 
 #include <rill/connectors/http_transport.hpp>
@@ -123,16 +122,11 @@ struct timed_sink {
   void end(std::size_t w) { kafka->end(w); }
 };
 
-/// "3s", "500ms", "0" -> milliseconds. Throws CLI::ValidationError naming `option`.
+/// A duration option -> whole milliseconds (rill_examples::parse_duration: ns, us, ms, s,
+/// m or h, no unit = s; a rest below 1 ms is dropped). Throws CLI::ValidationError naming
+/// `option`.
 std::chrono::milliseconds parse_ms(const std::string& text, const std::string& option) {
-  static const std::regex re(R"(^\s*(\d+)\s*(ms|s)?\s*$)");
-  std::smatch m;
-  if (!std::regex_match(text, m, re))
-    throw CLI::ValidationError(option, "expected e.g. 3s or 500ms, got \"" + text + "\"");
-  if (m[1].length() > 9)
-    throw CLI::ValidationError(option, "\"" + text + "\" is out of range: at most 999999999 (s or ms)");
-  const long long n = std::stoll(m[1].str());
-  return m[2].matched && m[2].str() == "ms" ? std::chrono::milliseconds{n} : std::chrono::seconds{n};
+  return std::chrono::duration_cast<std::chrono::milliseconds>(rill_examples::parse_duration(text, option));
 }
 
 /// POSTs an empty batch once, so that a wrong --url fails at start with a clear message

@@ -86,6 +86,20 @@ TEST(enrichment_cli, progress_interval_must_be_positive) {
         {std::string("--progress-interval: must be > 0"), std::string("\"") + zero + "\""});
 }
 
+// --idle-exit and --progress-interval take the durations netflow's options take
+// (rill_examples::parse_duration: ns..h). Before, only s and ms: "1m" was a usage error
+// naming --progress-interval. Now it parses, and the run stops at the next check (the
+// empty group) before any broker is contacted.
+TEST(enrichment_cli, durations_take_the_shared_units) {
+  const auto r = run(enrichment + " --brokers 127.0.0.1:1 --from a --to b --group \"\" --idle-exit 2m"
+                                  " --progress --progress-interval 1m");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "--group must not be empty")) << r.err;
+  EXPECT_FALSE(has(r.err, "--progress-interval")) << r.err;
+  expect_usage_error(enrichment + " --brokers 127.0.0.1:1 --from a --to b --progress --progress-interval 3x",
+                     {"--progress-interval", "\"3x\"", "expected a duration like 10s, 500ms, 2m"});
+}
+
 // The service is down (nothing listens on port 1): every record fails, the count is
 // exact, but stderr gets the first failure and a few count lines, not one per record.
 TEST(enrichment_cli, service_down_errors_are_aggregated_and_counted_exactly) {
