@@ -37,7 +37,11 @@
 //     undelivered() tells how many records were not confirmed and errors() says so.
 //   - Backpressure: at options.max_pending pending records the sink reports itself full
 //     (flush(worker) == false) and the pipeline's sources wait before their next slice;
-//     a kafka_source pauses its partitions when that lasts (kafka_source.hpp).
+//     a kafka_source pauses its partitions when that lasts (kafka_source.hpp). Only for
+//     a sink on the source's own worker: a worker draining a key_by/rebalance exchange
+//     does not wait for a full sink yet (exchange.hpp drain), so behind an exchange the
+//     pending count can pass max_pending (bounded there by librdkafka's
+//     queue.buffering.max.messages and our hand-off buffer, as before max_pending).
 //   - Delivery reports are served by the writing workers (every 64 writes of a thread,
 //     and when flush(worker) finds the sink full) and, while no worker writes for 5 ms,
 //     by the sink's poll thread: a consume -> produce pipeline then releases each ack
