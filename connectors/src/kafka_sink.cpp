@@ -158,30 +158,36 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
 
   /// Successful delivery reports of the current poll on this thread, released by
   /// release_delivered() when the poll returns (see there). Thread-local: any thread that
-  /// polls this producer releases what its own poll collected, right after it.
+  /// polls this producer releases what its own poll collected, right after it. One list
+  /// per thread for all sinks: polls nest (on_error, called inside one sink's poll, may
+  /// write to another kafka_sink, whose write serves its own reports), so each poll
+  /// releases only the entries added after its start (see serve).
   static std::vector<holder*>& delivered_now() {
     thread_local std::vector<holder*> v;
     return v;
   }
   /// Polls librdkafka (serving delivery reports on this thread), then releases the
-  /// delivered records' tokens. `serve` is the librdkafka call (poll or flush).
+  /// delivered records' tokens. `serve` is the librdkafka call (poll or flush). Entries
+  /// below `base` belong to an outer poll on this thread (another sink's): left to it.
   template <class Serve>
   void serve(Serve&& call) {
+    const std::size_t base = delivered_now().size();
     call();
-    release_delivered();
+    release_delivered(base);
   }
-  /// Releases the ack tokens of the records this thread's last poll reported delivered,
-  /// and counts them. Done after the poll rather than in dr_cb, one report at a time,
-  /// because each release reads two cache lines written about a millisecond earlier (the
-  /// holder, then the token's control block): here the loop prefetches them 4 and 8
-  /// reports ahead, and the counters and the holder pool take one atomic update per poll.
-  void release_delivered() {
+  /// Releases the ack tokens of the records this thread's last poll reported delivered
+  /// (the list's entries from `base` on), and counts them. Done after the poll rather
+  /// than in dr_cb, one report at a time, because each release reads two cache lines
+  /// written about a millisecond earlier (the holder, then the token's control block):
+  /// here the loop prefetches them 4 and 8 reports ahead, and the counters and the holder
+  /// pool take one atomic update per poll.
+  void release_delivered(std::size_t base) {
     auto& v = delivered_now();
     const std::size_t n = v.size();
-    if (n == 0) return;
+    if (n <= base) return;
     holder* chain = nullptr;
     holder* last = nullptr;
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = base; i < n; ++i) {
       if (i + 8 < n) __builtin_prefetch(v[i + 8], 1);
       if (i + 4 < n && v[i + 4] && v[i + 4]->ack) __builtin_prefetch(v[i + 4]->ack.get(), 1);
       holder* h = v[i];
@@ -192,9 +198,9 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
       chain = h;
     }
     if (chain) give_back(chain, last);
-    v.clear();
-    stats.delivered.fetch_add(n, std::memory_order_relaxed);
-    completed.fetch_add(n, std::memory_order_release);
+    v.resize(base);
+    stats.delivered.fetch_add(n - base, std::memory_order_relaxed);
+    completed.fetch_add(n - base, std::memory_order_release);
   }
 
   void dr_cb(RdKafka::Message& m) override {
@@ -259,6 +265,8 @@ producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<
 
 producer_core::~producer_core() {
   auto& s = *p_;
+  // This thread's list may hold an outer poll's reports (another sink's): leave those.
+  const std::size_t base = impl::delivered_now().size();
   s.stop.store(true, std::memory_order_release);
   s.poller.join();
   // Anything still pending is reported (ERR__PURGE_* delivery reports), not dropped silently.
@@ -276,7 +284,7 @@ producer_core::~producer_core() {
   s.serve([&] { s.p->poll(0); });
   if (s.rkt) rd_kafka_topic_destroy(s.rkt);  // before the producer: it holds a reference
   s.p.reset();
-  s.release_delivered();  // reports served while the producer closed, if any
+  s.release_delivered(base);  // reports served while the producer closed, if any
   // A message librdkafka never reported (flush timed out) still has its holder: not
   // delivered, so its token fails (no commit past its inputs) before the pool goes.
   for (auto& slab : s.slabs)

@@ -9,6 +9,8 @@
 //      no record late, and windows hold both partitions' records
 //   5. sink backpressure (max_pending): pending stays bounded behind a slow broker, and
 //      every record is still delivered and committed
+//   6. a dead-letter kafka_sink written from another sink's on_error: each sink counts
+//      only its own delivery reports
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -315,4 +317,52 @@ TEST_F(KafkaMock, SinkBackpressureBoundsPendingAndDeliversAll) {
   EXPECT_FALSE(direct.flush(std::size_t{0}));  // 10 pending, the first report 100 ms away
   EXPECT_EQ(direct.flush(10s), 0u);
   EXPECT_TRUE(direct.flush(std::size_t{0}));
+}
+
+// A dead-letter sink written from another sink's on_error. Delivery reports run inside
+// a poll; the successful ones wait in a per-thread list until that poll returns. A write
+// to the dead-letter sink from on_error (a failed report, inside the first sink's poll)
+// serves the dead-letter sink's reports on the same thread (every 64 writes of a thread):
+// that nested poll must release only its own reports, not the first sink's successes
+// still waiting in the list. Before the fix it took them as its own: the first sink's
+// pending count stayed at 1 (flush timed out) and the dead-letter sink's went 1 short.
+// Each round: two produce requests answered back to back (the first OK after 30 ms, the
+// second at once with a permanent error), so one poll serves a success, then a failure.
+TEST_F(KafkaMock, DeadLetterSinkWrittenInOnErrorKeepsBothSinksCounts) {
+  topic("out", 1);
+  topic("dlq", 1);
+  // The dead-letter sink's broker does not answer: its records stay pending, so its
+  // count shows exactly what it took for its own (and the mock's error stack is left
+  // to the first sink's requests).
+  rill::kafka_sink<rec> dlq({.brokers = "127.0.0.1:1", .topic = "dlq"});
+  std::atomic<std::uint64_t> dead{0};
+  constexpr int rounds = 10;
+  for (int k = 0; k < rounds; ++k) {
+    // A new producer each round: after the permanent error librdkafka fails the topic's
+    // later messages too.
+    rill::kafka_sink<rec> first(out());
+    first.on_error([&](const rill::kafka_failed_delivery& f) {
+      for (int i = 0; i < 64; ++i) {  // 64 writes of this thread: one serves dlq's reports
+        rill::record<rec> r;
+        r.value.value = f.value;
+        dlq.write(0, std::move(r));
+        dead.fetch_add(1);
+      }
+    });
+    ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(mc_, 1, 0 /* Produce */, 2, RD_KAFKA_RESP_ERR_NO_ERROR, 30,
+                                                           RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, 0),
+              RD_KAFKA_RESP_ERR_NO_ERROR);
+    for (int i = 0; i < 2; ++i) {
+      rill::record<rec> r;
+      r.value.value = std::to_string(k) + "/" + std::to_string(i);
+      first.write(0, std::move(r));
+      std::this_thread::sleep_for(10ms);  // > linger: its own produce request
+    }
+    EXPECT_EQ(first.flush(3s), 0u) << "round " << k << ": first sink pending " << first.undelivered();
+    EXPECT_EQ(first.stats().delivered.load(), 1u) << "round " << k;
+    EXPECT_EQ(first.stats().failed.load(), 1u) << "round " << k;
+  }
+  EXPECT_EQ(dead.load(), 64u * rounds);
+  EXPECT_EQ(dlq.stats().delivered.load(), 0u);
+  EXPECT_EQ(dlq.undelivered(), dead.load());
 }
