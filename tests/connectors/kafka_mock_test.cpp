@@ -11,6 +11,7 @@
 //      every record is still delivered and committed
 //   6. a dead-letter kafka_sink written from another sink's on_error: each sink counts
 //      only its own delivery reports
+//   7. a stop request while the sink is full ends within the sink's flush_timeout
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -365,4 +366,29 @@ TEST_F(KafkaMock, DeadLetterSinkWrittenInOnErrorKeepsBothSinksCounts) {
   EXPECT_EQ(dead.load(), 64u * rounds);
   EXPECT_EQ(dlq.stats().delivered.load(), 0u);
   EXPECT_EQ(dlq.undelivered(), dead.load());
+}
+
+// A stop request while the sink is full (max_pending reached, its broker down) ends the
+// run within the sink's flush_timeout (1 s here), not its delivery timeout (6 s): before,
+// the source waited for room before looking at the stop request (11.2 s measured in
+// review with these settings). The undelivered records are reported, none committed.
+TEST_F(KafkaMock, StopWhileSinkIsFullEndsWithinFlushTimeout) {
+  topic("in", 1);
+  produce("in", numbers(100), [](std::size_t) { return 0; });
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{
+      .brokers = "127.0.0.1:1", .topic = "out", .flush_timeout = 1s, .delivery_timeout = 6s, .max_pending = 10});
+  auto so = src("gs");
+  so.splits = 1;
+  rill::kafka_source<> s{so};
+  auto st = s.stats();
+  std::chrono::steady_clock::time_point asked{};
+  run_until(rill::from(std::move(s)).sink(sink), [&] {
+    if (sink->undelivered() < 10) return false;
+    asked = std::chrono::steady_clock::now();
+    return true;
+  });
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_LT(took, 4s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_EQ(sink->stats().delivered.load(), 0u);
+  EXPECT_LE(committed("gs", "in", 1).at(0), 0);  // no offset committed past a record (-1001 = none, 0 = start)
 }

@@ -399,6 +399,10 @@ class driver : public std::enable_shared_from_this<driver<Reader, T>> {
  private:
   void step() {
     if (ended_) return drain();
+    // A stop request ends the input even while downstream is full: else a sink that
+    // cannot deliver (broker down, max_pending reached) held the stop for its whole
+    // delivery timeout instead of its flush_timeout at end().
+    if (rt_.stop_requested()) return finish();
     if (!head_->on_flush()) {  // backpressure: wait; if it lasts, pause and keep polling
       const auto now = std::chrono::steady_clock::now();
       if (!blocked_) {
@@ -417,7 +421,6 @@ class driver : public std::enable_shared_from_this<driver<Reader, T>> {
       blocked_ = false;
     }
     if (r_.core().paused()) r_.core().resume_paused();
-    if (rt_.stop_requested()) return finish();
     if (!r_.core().started()) {  // start gate (header comment, "Start")
       r_.core().keepalive();
       return later(std::chrono::milliseconds{1});
