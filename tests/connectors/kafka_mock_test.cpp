@@ -11,7 +11,8 @@
 //      every record is still delivered and committed
 //   6. a dead-letter kafka_sink written from another sink's on_error: each sink counts
 //      only its own delivery reports
-//   7. a stop request while the sink is full ends within the sink's flush_timeout
+//   7. a stop request while the sink is full ends within the sink's flush_timeout (a
+//      kafka_source and any other source)
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -391,4 +392,23 @@ TEST_F(KafkaMock, StopWhileSinkIsFullEndsWithinFlushTimeout) {
   EXPECT_LT(took, 4s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
   EXPECT_EQ(sink->stats().delivered.load(), 0u);
   EXPECT_LE(committed("gs", "in", 1).at(0), 0);  // no offset committed past a record (-1001 = none, 0 = start)
+}
+
+// The same for any source (core/source.hpp's driver), e.g. netflow's probe, a capture
+// read into a kafka_sink: a stop request while the sink is full ends the run within the
+// sink's flush_timeout, not its delivery timeout (6 s).
+TEST_F(KafkaMock, StopWhileSinkIsFullEndsWithinFlushTimeoutForAnySource) {
+  std::vector<rill::record<rec>> recs(100000);  // many source slices
+  for (std::size_t i = 0; i < recs.size(); ++i) recs[i].value.value = std::to_string(i);
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{
+      .brokers = "127.0.0.1:1", .topic = "out", .flush_timeout = 1s, .delivery_timeout = 6s, .max_pending = 10});
+  std::chrono::steady_clock::time_point asked{};
+  run_until(rill::from(rill::vector_source<rec>{std::move(recs)}).sink(sink), [&] {
+    if (sink->undelivered() < 10) return false;
+    asked = std::chrono::steady_clock::now();
+    return true;
+  });
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_LT(took, 4s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_EQ(sink->stats().delivered.load(), 0u);
 }

@@ -65,9 +65,11 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
 
  private:
   void step() {
+    // A stop request ends the input even while downstream is full (as kafka_source's
+    // driver does): else a sink that cannot deliver held the stop until it could.
+    if (!ended_ && rt_.stop_requested()) return finish();
     if (!head_->on_flush()) return later(std::chrono::microseconds{200});  // backpressure
     if (ended_) return;
-    if (rt_.stop_requested()) return finish();
     std::size_t n = 0;
     const auto st = reader_.poll(
         [&](record<T>&& r) {
