@@ -3,6 +3,8 @@
 // (min(cap_len, wire_len), then min(that, IP total length)). See packet.hpp.
 #include "rill/connectors/packet.hpp"
 
+#include "rill/connectors/pcap_frame.hpp"
+
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -297,19 +299,21 @@ bool is_supported_linktype(int linktype) noexcept {
   }
 }
 
-std::optional<packet> decode(int linktype, std::span<const std::byte> data, std::uint32_t wire_len,
-                             event_time t) noexcept {
-  if (!is_supported_linktype(linktype)) return std::nullopt;
+namespace {
+
+// Both decode overloads: `p`/`n` are the bytes decode may look at, `cap_len` the packet's
+// captured length, `cap_over_wire` whether the record claims more captured bytes than
+// went over the wire (then nothing past wire_len is trusted, C15).
+packet decode_bytes(int linktype, const std::uint8_t* p, std::size_t n, std::uint32_t cap_len,
+                    bool cap_over_wire, std::uint32_t wire_len, event_time t) noexcept {
   packet out;
   out.time = t;
   out.wire_len = wire_len;
-  out.cap_len = static_cast<std::uint32_t>(std::min<std::size_t>(data.size(), UINT32_MAX));
-  std::size_t n = data.size();
-  if (n > wire_len) {  // caplen > len cannot happen honestly: trust neither beyond len (C15)
+  out.cap_len = cap_len;
+  if (cap_over_wire) {  // caplen > len cannot happen honestly: trust neither beyond len (C15)
     out.malformed = true;
-    n = wire_len;
+    n = std::min<std::size_t>(n, wire_len);
   }
-  const auto* p = reinterpret_cast<const std::uint8_t*>(data.data());
   switch (linktype) {
     case 1: {  // Ethernet II / 802.3: dst(6) src(6) type-or-length(2)
       if (n < 14) {
@@ -353,6 +357,34 @@ std::optional<packet> decode(int linktype, std::span<const std::byte> data, std:
       break;  // 12, 14, 101: raw IP, version from the header
   }
   return out;
+}
+
+}  // namespace
+
+std::optional<packet> detail::decode_fn::operator()(int linktype,
+                                                    std::span<const std::byte> data,
+                                                    std::uint32_t wire_len,
+                                                    event_time t) const noexcept {
+  if (!is_supported_linktype(linktype)) return std::nullopt;
+  return decode_bytes(linktype, reinterpret_cast<const std::uint8_t*>(data.data()), data.size(),
+                      static_cast<std::uint32_t>(std::min<std::size_t>(data.size(), UINT32_MAX)),
+                      data.size() > wire_len, wire_len, t);
+}
+
+packet detail::decode_fn::operator()(const pcap_frame& f) const noexcept {
+  if (!is_supported_linktype(f.linktype)) {
+    packet out;
+    out.time = f.time;
+    out.wire_len = f.wire_len;
+    out.cap_len = f.cap_len;
+    out.malformed = true;
+    return out;
+  }
+  // The copied bytes stand for the first copied_len of cap_len captured bytes: decoding
+  // them is decoding a capture cut at copied_len, except that cap_len stays the record's.
+  const std::size_t n = std::min<std::size_t>({f.copied_len, f.cap_len, pcap_frame::max_bytes});
+  return decode_bytes(f.linktype, reinterpret_cast<const std::uint8_t*>(f.bytes.data()), n,
+                      f.cap_len, f.cap_len > f.wire_len, f.wire_len, f.time);
 }
 
 }  // namespace rill

@@ -26,3 +26,5 @@
 #include "rill/connectors/pcap_reader.hpp"
 #include "rill/connectors/ordered_sink.hpp"
 #include "rill/connectors/pcap_source.hpp"
+#include "rill/connectors/pcap_frame.hpp"
+#include "rill/connectors/pcap_frame_source.hpp"

@@ -4,7 +4,9 @@
 //   rill::ip_proto              tcp / udp / icmp / icmpv6 / other / non_ip (+ to_string)
 //   rill::flow_key              direction-normalised conversation key (proto, addresses, ports)
 //   rill::packet                one decoded frame: event time, lengths, key, flags, VLAN tags
-//   rill::decode                link-layer bytes -> packet; pure, noexcept, no libpcap
+//   rill::decode                link-layer bytes (or a rill::pcap_frame) -> packet; pure,
+//                               noexcept, no libpcap; a function object, so that
+//                               `.map(rill::decode)` names it in a pipeline
 //   rill::is_supported_linktype which link types decode understands
 //   std::hash<rill::flow_key>
 //
@@ -129,18 +131,40 @@ struct packet {
 /// Pure, noexcept, any thread.
 bool is_supported_linktype(int linktype) noexcept;
 
-/// Decodes one captured frame.
-///
-/// @param linktype  LINKTYPE_/DLT_ value of the capture (see is_supported_linktype)
-/// @param data      the captured bytes (cap_len = data.size()); never read past its end,
-///                  nor past wire_len (CASES.md C15) — safe on any input, fuzz/ASan-clean
-/// @param wire_len  the original length on the wire (pcap `len`)
-/// @param t         capture time, ns since the epoch
-/// @return nullopt only when the link type is unsupported; otherwise a packet, possibly
-///         flagged truncated / malformed (see packet). Never throws, never allocates.
-/// Thread safety: pure function, any thread. Rule: the conventions in the file banner.
-std::optional<packet> decode(int linktype, std::span<const std::byte> data, std::uint32_t wire_len,
-                             event_time t) noexcept;
+struct pcap_frame;  // <rill/connectors/pcap_frame.hpp>
+
+namespace detail {
+/// The type of rill::decode: one object with both overloads, so that a pipeline can name
+/// it (`stream<pcap_frame>::map(rill::decode)`; an overload set cannot be passed as a
+/// function argument).
+struct decode_fn {
+  /// Decodes one captured frame.
+  ///
+  /// @param linktype  LINKTYPE_/DLT_ value of the capture (see is_supported_linktype)
+  /// @param data      the captured bytes (cap_len = data.size()); never read past its end,
+  ///                  nor past wire_len (CASES.md C15) — safe on any input, fuzz/ASan-clean
+  /// @param wire_len  the original length on the wire (pcap `len`)
+  /// @param t         capture time, ns since the epoch
+  /// @return nullopt only when the link type is unsupported; otherwise a packet, possibly
+  ///         flagged truncated / malformed (see packet). Never throws, never allocates.
+  /// Thread safety: pure function, any thread. Rule: the conventions in the file banner.
+  std::optional<packet> operator()(int linktype, std::span<const std::byte> data,
+                                   std::uint32_t wire_len, event_time t) const noexcept;
+
+  /// Decodes a frame of rill::pcap_frame_source: the same packet, field for field, as the
+  /// overload above gives for the record the frame was made from, as long as every header
+  /// decode reads lies within the frame's copied bytes (pcap_frame::max_bytes); a header
+  /// past them marks the packet truncated, as a capture cut at that length would, while
+  /// cap_len stays the record's. A link type is_supported_linktype refuses gives a packet
+  /// with the frame's time and lengths, proto non_ip and `malformed` set.
+  /// Thread safety: pure function, any thread. Never throws, never allocates.
+  packet operator()(const pcap_frame& frame) const noexcept;
+};
+}  // namespace detail
+
+/// rill::decode(linktype, bytes, wire_len, time) and rill::decode(frame): see
+/// detail::decode_fn.
+inline constexpr detail::decode_fn decode{};
 
 }  // namespace rill
 
