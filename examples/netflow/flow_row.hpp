@@ -1,13 +1,13 @@
 // flow_row.hpp — netflow's output row, shared by the file mode (netflow.cpp) and the Kafka
-// mode (kafka_mode.cpp): one conversation's packets and bytes in one tumbling window, its
-// per-window counting, and its JSON line.
+// mode (kafka_mode.cpp): one conversation's packets and bytes in one tumbling window, the
+// windowed aggregation that makes it, and its JSON line.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <rill/rill.hpp>
@@ -23,19 +23,44 @@ struct flow_row {
   nlohmann::json service, a_class, b_class;
 };
 
-/// Packets and bytes (wire length) per conversation key of one window, in first-seen
-/// order (the ordered_sink sorts rows by key).
-inline std::vector<flow_row> count_conversations(rill::window<rill::packet>&& w) {
-  std::unordered_map<rill::flow_key, std::size_t> index;  // key -> position in rows
-  std::vector<flow_row> rows;
-  for (const auto& r : w.records) {
-    auto [it, fresh] = index.try_emplace(r.value.key, rows.size());
-    if (fresh) rows.push_back({w.start, w.end, r.value.key, 0, 0});
-    auto& row = rows[it->second];
-    ++row.packets;
-    row.bytes += r.value.wire_len;
+/// Packets and bytes (wire length) of one conversation: the accumulator of netflow's
+/// tumbling-window aggregation (rill::aggregate_function over rill::packet).
+struct flow_counts {
+  struct accumulator {
+    std::uint64_t packets = 0, bytes = 0;
+  };
+  accumulator init() const noexcept { return {}; }
+  void add(accumulator& a, const rill::packet& p) const noexcept {
+    ++a.packets;
+    a.bytes += p.wire_len;
   }
-  return rows;
+  void merge(accumulator& a, const accumulator& b) const noexcept {
+    a.packets += b.packets;
+    a.bytes += b.bytes;
+  }
+  accumulator result(const accumulator& a) const noexcept { return a; }
+};
+
+using flow_window = rill::keyed_window_result<rill::flow_key, flow_counts::accumulator>;
+
+/// The job both modes run on decoded packets: IP packets only, keyed by the
+/// direction-normalised 5-tuple, counted per tumbling window of `window` with max
+/// out-of-order delay `delay`; one flow_row per (window, conversation). A stop drains:
+/// open windows fire (window_options::stop_policy::fire), as at end of input.
+template <class Packets>
+auto count_flows(Packets&& packets, std::chrono::nanoseconds window, std::chrono::nanoseconds delay,
+                 std::chrono::nanoseconds idle_timeout = {}) {
+  return std::forward<Packets>(packets)
+      .filter([](const rill::packet& p) { return p.key.proto != rill::ip_proto::non_ip; })
+      .key_by([](const rill::packet& p) { return p.key; })
+      .window(rill::tumbling{window}, {.max_delay = delay,
+                                       .idle_timeout = idle_timeout,
+                                       .on_stop = rill::window_options::stop_policy::fire})
+      .name("window")
+      .aggregate(flow_counts{})
+      .map([](flow_window&& w) {
+        return flow_row{w.start, w.end, w.key, w.value.packets, w.value.bytes, {}, {}, {}};
+      });
 }
 
 /// The JSON line: window_start_ns, window_end_ns, proto, a_ip, a_port, b_ip, b_port,

@@ -1,5 +1,5 @@
 // kafka_mode.cpp — netflow's Kafka mode: the probe (pcap -> topic) and the analysis
-// (topic -> key_by -> window_sort -> count -> topic). See kafka_mode.hpp.
+// (topic -> key_by(5-tuple) -> tumbling window count -> topic). See kafka_mode.hpp.
 #include "kafka_mode.hpp"
 #include "cli_checks.hpp"
 #include "flow_row.hpp"
@@ -27,7 +27,6 @@ std::string tuple_key(const rill::flow_key& k) {
 }
 
 using netflow::flow_row;
-using netflow::count_conversations;
 using netflow::row_json;
 
 /// A sink's errors without one line per record (a broker lost mid-run fails every record
@@ -105,12 +104,8 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
       rill::kafka_sink_options{.brokers = o.brokers, .topic = o.to,  // produce time: as the probe's
                                .timestamps = rill::kafka_sink_options::timestamp_source::produce_time},
       [](const flow_row& r) { return rill::kafka_message_out{tuple_key(r.key), row_json(r)}; });
-  auto job = rill::from(std::move(src))
-                 .map([](in_rec&& r) { return std::move(r.value); })
-                 .filter([](const rill::packet& p) { return p.key.proto != rill::ip_proto::non_ip; })
-                 .key_by([](const rill::packet& p) { return std::hash<rill::flow_key>{}(p.key); })
-                 .window_sort({.length = window, .max_delay = delay})
-                 .flat_map(count_conversations)
+  auto job = netflow::count_flows(rill::from(std::move(src)).map([](in_rec&& r) { return std::move(r.value); }),
+                                  window, delay)
                  .sink(sink, "kafka_sink");
   // --idle-exit: a bounded run for tests and benchmarks (graceful stop: windows fire,
   // flows are delivered, offsets committed).
@@ -146,7 +141,7 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
   if (watcher.joinable()) watcher.join();
   std::cerr << nlohmann::json{{"packets", stats->consumed.load()},
                               {"bad", stats->bad.load()},
-                              {"late", rep.stage("window_sort").late},
+                              {"late", rep.stage("window").late},
                               {"rows", sink->stats().accepted.load()},
                               {"delivered", sink->stats().delivered.load()},
                               {"failed", sink->stats().failed.load()},

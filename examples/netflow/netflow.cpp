@@ -2,7 +2,7 @@
 // captures.
 //
 //   pcap_source (one split per --input) -> filter(IP only) -> key_by(5-tuple)
-//     -> window_sort(--window, --max-delay) -> flat_map(count per conversation)
+//     -> window(tumbling --window, --max-delay) -> aggregate(packets, bytes)
 //     -> ordered_sink (JSON lines, sorted by window then conversation)
 //
 // Run with no arguments it reads real captures that Debian packages ship (python3-dpkt's
@@ -56,7 +56,6 @@ const std::vector<std::string> default_inputs = {
 };
 
 using rill_examples::parse_duration;
-using netflow::count_conversations;
 using netflow::flow_row;
 
 /// Key of the service lookup: "PORT/PROTO" of the lower port (the usual server side) for
@@ -73,37 +72,22 @@ struct by_key {
 };
 
 /// Writes one JSON line per row and remembers totals for the summary. Called under the
-/// ordered_sink's lock.
-/// A window that held more packets than window_sort's buffer cap arrives in several
-/// segments, so the same (window, conversation) can come as several rows, adjacent after
-/// the sink's sort: they are summed here and written once.
+/// ordered_sink's lock; the aggregation gives exactly one row per (window, conversation).
 struct line_writer {
   std::ostream* out;
   std::set<rill::flow_key>* conversations;
-  std::optional<flow_row>* pending;
   std::size_t* lines;
   bool enriched = false;
   /// Called once, at the first failed write (e.g. EPIPE: the reader of a pipe closed it),
   /// with that write's errno: there is no point reading on.
   std::function<void(int)> on_write_error;
   void operator()(rill::event_time, const flow_row& r) const {
-    if (*pending && (*pending)->window_start == r.window_start && (*pending)->key == r.key) {
-      (*pending)->packets += r.packets;
-      (*pending)->bytes += r.bytes;
-      return;
-    }
-    flush();
-    *pending = r;
-  }
-  void flush() const {
-    if (!*pending) return;
     const bool was_ok = bool(*out);
     errno = 0;
-    *out << netflow::row_json(**pending, enriched) << '\n';
+    *out << netflow::row_json(r, enriched) << '\n';
     if (was_ok && !*out && on_write_error) on_write_error(errno);
     ++*lines;
-    conversations->insert((*pending)->key);
-    pending->reset();
+    conversations->insert(r.key);
   }
 };
 
@@ -111,7 +95,7 @@ struct line_writer {
 /// below let through is still reported under the name the user typed.
 std::string option_of(const std::string& key) {
   static const std::map<std::string, std::string> names = {
-      {"window_sort.length", "--window"}, {"window_sort.max_delay", "--max-delay"},
+      {"window.size", "--window"}, {"window.max_delay", "--max-delay"},
       {"runtime.workers", "--workers"},   {"runtime.topology", "--topology"}};
   const auto it = names.find(key);
   return it == names.end() ? key : it->second;
@@ -223,10 +207,9 @@ int main(int argc, char** argv) {
       local_service->start();
       enrich_url = local_service->url();
     }
-    std::optional<flow_row> pending_row;
     std::size_t lines = 0;
     int write_errno = 0;  // of the first failed write to --output
-    const line_writer writer{out, &conversations, &pending_row, &lines, enrich, [&](int err) {
+    const line_writer writer{out, &conversations, &lines, enrich, [&](int err) {
                                write_errno = err;
                                rt.request_stop();  // nothing more can be written: stop reading
                              }};
@@ -235,15 +218,9 @@ int main(int argc, char** argv) {
     auto enrich_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
 
     auto packets = rebalance ? rill::from(std::move(src)).rebalance() : rill::from(std::move(src));
-    auto rows_stream = std::move(packets)
-                   .filter([](const rill::packet& p) { return p.key.proto != rill::ip_proto::non_ip; })
-                   .key_by([](const rill::packet& p) { return std::hash<rill::flow_key>{}(p.key); })
-                   .window_sort({.length = window, .max_delay = delay,
-                                  // Files end by themselves; a quiet live interface must not
-                                  // hold the watermark. (Idle on files would make output
-                                  // depend on read speed.)
-                                  .idle_timeout = interface.empty() ? 0s : 5s})
-                   .flat_map(count_conversations);
+    // Files end by themselves; a quiet live interface must not hold the watermark. (Idle
+    // on files would make the output depend on read speed.)
+    auto rows_stream = netflow::count_flows(std::move(packets), window, delay, interface.empty() ? 0s : 5s);
     // A failed lookup keeps the row (null fields) and is counted: nothing is lost.
     // (the error side output hands the row to the sink as it is, on the same worker).
     auto keep = [enrich_errors, sink](rill::record<flow_row>&& r, const rill::enrich_error& e) {
@@ -286,7 +263,6 @@ int main(int argc, char** argv) {
     const auto rep = rt.run(job);
     running = false;
     if (reporter.joinable()) reporter.join();
-    writer.flush();  // the last merged row
     if (*out) {
       errno = 0;
       out->flush();
@@ -311,7 +287,7 @@ int main(int argc, char** argv) {
                     {"by_proto", by_proto},
                     {"non_ip", stats->by_proto[std::size_t(rill::ip_proto::non_ip)].load()},
                     {"truncated", stats->truncated.load()},
-                    {"late", rep.stage("window_sort").late},
+                    {"late", rep.stage("window").late},
                     {"conversations", conversations.size()},
                     {"windows_rows", lines},
                     {"errors", rep.errors},

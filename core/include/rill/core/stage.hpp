@@ -60,8 +60,9 @@ class stage_in {
 
 /// Counters of one stage on one worker. Written by that worker only (relaxed atomics so
 /// a progress reporter on another thread may read them); one cache line each.
+/// `discarded`: window states dropped unemitted by a stop (window_options::on_stop).
 struct alignas(64) stage_counters {
-  std::atomic<std::uint64_t> in{0}, out{0}, late{0}, errors{0};
+  std::atomic<std::uint64_t> in{0}, out{0}, late{0}, errors{0}, discarded{0};
   void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
@@ -70,7 +71,7 @@ struct alignas(64) stage_counters {
 /// Totals of one stage over all workers.
 struct stage_totals {
   std::string name;
-  std::uint64_t in = 0, out = 0, late = 0, errors = 0;
+  std::uint64_t in = 0, out = 0, late = 0, errors = 0, discarded = 0;
 };
 
 /// Stage counters of a whole job: one row of `workers` counters per stage.
@@ -96,6 +97,7 @@ class job_metrics {
         t.out += c.out.load(std::memory_order_relaxed);
         t.late += c.late.load(std::memory_order_relaxed);
         t.errors += c.errors.load(std::memory_order_relaxed);
+        t.discarded += c.discarded.load(std::memory_order_relaxed);
       }
       out.push_back(std::move(t));
     }

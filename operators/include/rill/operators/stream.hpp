@@ -51,6 +51,8 @@
 #include "rill/core/runtime.hpp"
 #include "rill/core/source.hpp"
 #include "rill/core/stage.hpp"
+#include "rill/operators/keyed_window.hpp"
+#include "rill/operators/window.hpp"
 #include "rill/operators/window_sort.hpp"
 
 namespace rill {
@@ -64,6 +66,11 @@ concept sink_of = requires(S& s, std::size_t worker, record<T>&& r, event_time t
   s.progress(worker, t);
   s.end(worker);
 };
+
+template <class T>
+class stream;
+template <class K, class T, class KeyFn>
+class keyed_stream;
 
 namespace detail {
 
@@ -157,36 +164,43 @@ struct flat_map_stage final : forwarding_stage<T, U> {
   }
 };
 
+/// What crosses key_by's exchange: the value and the hash of its key, so that the keyed
+/// operators after it never hash the key again.
+template <class T>
+struct keyed {
+  T value;
+  std::size_t hash;
+};
+
 /// Producer side of key_by: routes to hash(key) % workers through an exchange.
-template <class T, class K>
+template <class T, class KeyFn, class Hash>
 struct key_by_stage final : stage_in<T> {
-  K key;
-  std::shared_ptr<exchange<T>> ex;
+  KeyFn key;
+  Hash hasher;
+  std::shared_ptr<exchange<keyed<T>>> ex;
   std::size_t from, workers, offset = 0;  // offset: first consumer-side input of ours
   std::vector<event_time> frontier;
-  key_by_stage(K k, std::shared_ptr<exchange<T>> e, std::size_t w, std::size_t n, std::size_t inputs)
-      : key(std::move(k)), ex(std::move(e)), from(w), workers(n), frontier(inputs, event_time_min) {}
+  key_by_stage(KeyFn k, Hash h, std::shared_ptr<exchange<keyed<T>>> e, std::size_t w, std::size_t n,
+               std::size_t inputs)
+      : key(std::move(k)), hasher(std::move(h)), ex(std::move(e)), from(w), workers(n),
+        frontier(inputs, event_time_min) {}
 
-  static std::size_t mix(std::size_t h) noexcept {  // murmur3 fmix64: spread std::hash-like ints
-    std::uint64_t x = h;
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL; x ^= x >> 33;
-    return std::size_t(x);
-  }
   void on_record(std::size_t in, record<T>&& r) override {
-    const auto h = mix(boost::hash<std::remove_cvref_t<decltype(key(r.value))>>{}(key(r.value)));
+    const std::size_t h = mix_hash(hasher(key(static_cast<const T&>(r.value))));
     if (advances_progress(r) && r.time > frontier[in]) frontier[in] = r.time;
     ex->push(from, h % workers,
-             envelope<T>{envelope<T>::kind::record, std::uint32_t(offset + in), frontier[in],
-                         std::move(r)});
+             envelope<keyed<T>>{envelope<keyed<T>>::kind::record, std::uint32_t(offset + in), frontier[in],
+                                record<keyed<T>>{keyed<T>{std::move(r.value), h}, r.time, r.position,
+                                                 std::move(r.ack)}});
   }
   void on_progress(std::size_t in, event_time t) override {
     if (t > frontier[in]) frontier[in] = t;
-    ex->broadcast(from, envelope<T>{envelope<T>::kind::progress, std::uint32_t(offset + in),
-                                    frontier[in], std::nullopt});
+    ex->broadcast(from, envelope<keyed<T>>{envelope<keyed<T>>::kind::progress, std::uint32_t(offset + in),
+                                           frontier[in], std::nullopt});
   }
   void on_end(std::size_t in) override {
-    ex->broadcast(from, envelope<T>{envelope<T>::kind::end, std::uint32_t(offset + in),
-                                    event_time_max, std::nullopt});
+    ex->broadcast(from, envelope<keyed<T>>{envelope<keyed<T>>::kind::end, std::uint32_t(offset + in),
+                                           event_time_max, std::nullopt});
     ex->flush(from);
   }
   bool on_flush() override { return ex->flush(from); }
@@ -376,16 +390,23 @@ class stream {
     });
   }
 
-  /// Routes each record to worker hash(key(value)) % workers. Exchange: batches of 256
-  /// records, 64 batches per destination inbox (bounded; full = backpressure).
-  template <class K>
-  stream<T> key_by(K key) && {
-    static_assert(std::is_invocable_v<K&, const T&>,
+  /// Routes each record to worker hash(key(value)) % workers and returns a keyed stream
+  /// (rill::keyed_stream) that keeps the key type K = key's return type. `hash` hashes a
+  /// K (default rill::default_hash<K>: std::hash, else boost::hash); the result is mixed
+  /// (murmur3 fmix64) before `% workers`. Exchange: batches of 256 records, 64 batches
+  /// per destination inbox (bounded; full = backpressure to the source).
+  template <class KeyFn, class Hash = default_hash<std::remove_cvref_t<std::invoke_result_t<KeyFn&, const T&>>>>
+  auto key_by(KeyFn key, Hash hash = {}) && {
+    static_assert(std::is_invocable_v<KeyFn&, const T&>,
                   "rill::stream<T>::key_by(f): accepted signature is Key f(const T&)");
-    return stream<T>([prev = std::move(attach_), key](job_builder& b, stage_factory<T> down) {
+    using K = std::remove_cvref_t<std::invoke_result_t<KeyFn&, const T&>>;
+    static_assert(std::is_invocable_r_v<std::size_t, const Hash&, const K&>,
+                  "rill::stream<T>::key_by(f, hash): hash must be std::size_t hash(const Key&)");
+    using KT = detail::keyed<T>;
+    stream<KT> routed([prev = std::move(attach_), key, hash](job_builder& b, stage_factory<KT> down) {
       const std::size_t n = b.workers();
-      auto ex = std::make_shared<exchange<T>>(n, 256, 64);
-      auto producers = std::make_shared<std::vector<detail::key_by_stage<T, K>*>>();
+      auto ex = std::make_shared<exchange<KT>>(n, 256, 64);
+      auto producers = std::make_shared<std::vector<detail::key_by_stage<T, KeyFn, Hash>*>>();
       b.add_finalizer([&b, ex, producers, down, n] {
         std::size_t total = 0;
         for (auto* p : *producers) {
@@ -401,12 +422,13 @@ class stream {
           }, head, total);
         }
       });
-      prev(b, [key, ex, producers, n](build_context& ctx) -> stage_in<T>* {
-        auto* s = ctx.make<detail::key_by_stage<T, K>>(key, ex, ctx.worker_id, n, ctx.inputs);
+      prev(b, [key, hash, ex, producers, n](build_context& ctx) -> stage_in<T>* {
+        auto* s = ctx.make<detail::key_by_stage<T, KeyFn, Hash>>(key, hash, ex, ctx.worker_id, n, ctx.inputs);
         producers->push_back(s);
         return s;
       });
     });
+    return keyed_stream<K, T, KeyFn>(std::move(routed), std::move(key));
   }
 
   /// Shares the following stateless work between workers through the NUMA node's ring
@@ -528,3 +550,6 @@ stream<typename S::value_type> from(S src, std::string name = "source") {
 }
 
 }  // namespace rill
+
+// After stream<T>: what key_by returns (keyed_stream, windowed_stream).
+#include "rill/operators/keyed_stream.hpp"  // IWYU pragma: export

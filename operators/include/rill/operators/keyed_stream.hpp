@@ -1,0 +1,270 @@
+// rill/operators/keyed_stream.hpp — the DSL after key_by: keyed streams, their windows,
+// and incremental aggregation.
+//
+// Defines:
+//   rill::keyed_stream<K, T, KeyFn>   what `stream<T>::key_by(f)` returns: records on the
+//       worker that owns their key, the key type K kept
+//   rill::windowed_stream<...>         `keyed.window(assigner, options)`: a keyed stream
+//       with an event-time window assigner, waiting for its aggregation
+//
+// Example (graph: vector_source -> key_by(x % 10) -> tumbling 10 s -> count -> sink):
+//   using namespace std::chrono_literals;
+//   rill::job j = rill::from(rill::vector_source<int>{recs})
+//       .key_by([](const int& x) { return x % 10; })
+//       .window(rill::tumbling{10s}, {.max_delay = 2s})
+//       .name("counts")
+//       .count()
+//       .sink([](rill::keyed_window_result<int, std::uint64_t>&& r) { /* key, start, end, value */ });
+//   rill::runtime{}.run(j);
+//
+// Aggregations (each returns stream<keyed_window_result<K, R>>, one result per
+// (key, window), emitted when the watermark passes the window's end; the rules are in
+// <rill/operators/window.hpp> and <rill/operators/keyed_window.hpp>):
+//   .aggregate(g)                  g a rill::aggregate_function<T> (merge needed for
+//                                  sliding and session windows: rill::mergeable_aggregate)
+//   .aggregate(init, add)          A init; void add(A&, const T&)           (tumbling only)
+//   .aggregate(init, add, merge)   ... void merge(A&, const A&)             (any window)
+//   .reduce(f)                     T f(const T&, const T&), associative; R = T
+//   .count()                       R = std::uint64_t
+//   .sum(f) .min(f) .max(f)        over f(const T&); R = f's type
+//   .mean(f)                       R = double
+// Late side output: `.late(f)` with void f(rill::record<T>&&, const K&, event_time start,
+// event_time end) (nothing given: late records are only counted). `.name(s)` names the
+// stage in the run report (default "window").
+//
+// Operators other than window() on a keyed stream (map, filter, flat_map, window_sort,
+// sink) act on the values, on the key's worker, and return a plain rill::stream.
+//
+// Thread safety: building streams is single-threaded; each stage instance runs on its
+// worker (docs/design.md "Runtime"). User functions are copied once per worker.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "rill/core/runtime.hpp"
+#include "rill/core/stage.hpp"
+#include "rill/operators/keyed_window.hpp"
+#include "rill/operators/stream.hpp"
+#include "rill/operators/window.hpp"
+
+namespace rill {
+
+namespace detail {
+
+template <class K, class T, class KeyFn, class Assigner, class Agg, class Late>
+struct keyed_window_stage final : stage_in<keyed<T>> {
+  using aggregator = keyed_window_aggregator<K, T, Assigner, Agg>;
+  using output = typename aggregator::output;
+  aggregator agg;
+  KeyFn key;
+  Late late_fn;
+  window_options opts;
+  runtime* rt;
+  stage_counters* c;
+  stage_in<output>* down = nullptr;
+  std::size_t inputs_left;
+  event_time sent = event_time_min;
+
+  keyed_window_stage(Assigner a, window_options o, Agg g, std::size_t inputs, KeyFn k, Late l, runtime* r,
+                     stage_counters* cs)
+      : agg(a, o, std::move(g), inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{}),
+        key(std::move(k)), late_fn(std::move(l)), opts(o), rt(r), c(cs), inputs_left(inputs) {}
+
+  steady_time now() const {
+    return opts.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{};
+  }
+  auto on_result() {
+    return [this](record<output>&& r) {
+      c->add(c->out);
+      down->on_record(0, std::move(r));
+    };
+  }
+  void advance() {
+    const auto w = agg.watermark();
+    if (w > sent) {
+      sent = w;
+      down->on_progress(0, w);
+    }
+  }
+  void on_record(std::size_t in, record<keyed<T>>&& r) override {
+    c->add(c->in);
+    const K k = key(static_cast<const T&>(r.value.value));
+    auto emit = on_result();
+    const auto late_before = agg.late();
+    agg.push_value(in, k, r.value.hash, r.value.value, r.time, advances_progress(r), std::move(r.ack), now(), emit,
+                   [&](event_time s, event_time e) {
+                     if constexpr (!std::is_same_v<Late, std::nullptr_t>)
+                       late_fn(record<T>{std::move(r.value.value), r.time, r.position, std::move(r.ack)}, k, s, e);
+                   });
+    if (agg.late() != late_before) c->add(c->late, agg.late() - late_before);
+    advance();
+  }
+  void on_progress(std::size_t in, event_time t) override {
+    auto emit = on_result();
+    agg.progress(in, t, now(), emit);
+    advance();
+  }
+  void on_end(std::size_t in) override {
+    auto emit = on_result();
+    if (inputs_left == 1 && rt && rt->stop_requested() && opts.on_stop == window_options::stop_policy::discard)
+      c->add(c->discarded, agg.discard());
+    agg.end(in, emit);
+    advance();
+    if (--inputs_left == 0) down->on_end(0);
+  }
+  bool on_flush() override { return down->on_flush(); }
+  void tick(steady_time t) {
+    auto emit = on_result();
+    agg.tick(t, emit);
+    advance();
+  }
+};
+
+}  // namespace detail
+
+/// A keyed stream with a window assigner (see the banner). Made by keyed_stream::window.
+template <class K, class T, class KeyFn, class Assigner, class Late = std::nullptr_t>
+class windowed_stream {
+ public:
+  using key_type = K;
+  using value_type = T;
+  windowed_stream(stream<detail::keyed<T>> s, KeyFn key, Assigner a, window_options o, Late late,
+                  std::string name)
+      : s_(std::move(s)), key_(std::move(key)), assigner_(a), opts_(o), late_(std::move(late)),
+        name_(std::move(name)) {}
+
+  /// The late side output: void f(rill::record<T>&&, const K& key, event_time
+  /// window_start, event_time window_end), called on the worker (see window_options).
+  template <class F>
+  auto late(F f) && {
+    static_assert(std::is_invocable_v<F&, record<T>&&, const K&, event_time, event_time>,
+                  "rill::windowed_stream::late(f): accepted is void f(rill::record<T>&&, const K& key, "
+                  "rill::event_time window_start, rill::event_time window_end)");
+    return windowed_stream<K, T, KeyFn, Assigner, F>(std::move(s_), std::move(key_), assigner_, opts_,
+                                                      std::move(f), std::move(name_));
+  }
+  /// Names the stage in the run report (run_report::stage(name)); default "window".
+  windowed_stream name(std::string n) && {
+    name_ = std::move(n);
+    return std::move(*this);
+  }
+
+  /// Incremental aggregation with an aggregate function object (rill::aggregate_function).
+  template <class G>
+    requires aggregate_function<G, T>
+  auto aggregate(G g) && {
+    static_assert(std::is_same_v<Assigner, tumbling> || mergeable_aggregate<G, T>,
+                  "rill::windowed_stream::aggregate: sliding and session windows merge accumulators; "
+                  "give merge: .aggregate(init, add, merge) or an aggregate with merge(acc&, const acc&)");
+    using stage = detail::keyed_window_stage<K, T, KeyFn, Assigner, G, Late>;
+    using out = typename stage::output;
+    return stream<out>([prev = std::move(s_).attach(), key = key_, a = assigner_, o = opts_, late = late_,
+                        name = name_, g](job_builder& b, stage_factory<out> down) {
+      const auto idx = b.metrics().add_stage(name);
+      prev(b, [=, &b](build_context& ctx) -> stage_in<detail::keyed<T>>* {
+        auto* s = ctx.make<stage>(a, o, g, ctx.inputs, key, late, &b.rt(), &ctx.metrics->at(idx, ctx.worker_id));
+        auto sub = ctx;
+        sub.inputs = 1;
+        s->down = down(sub);
+        if (o.idle_timeout.count() > 0) ctx.add_ticker([s](steady_time now) { s->tick(now); });
+        return s;
+      });
+    });
+  }
+  /// `.aggregate(init, add)`: A init; void add(A&, const T&). Tumbling windows only.
+  template <class A, class Add>
+    requires(!aggregate_function<A, T>)
+  auto aggregate(A init, Add add) && {
+    static_assert(std::is_invocable_v<Add&, A&, const T&>,
+                  "rill::windowed_stream::aggregate(init, add): add must be void add(A&, const T&)");
+    return std::move(*this).aggregate(agg::fold(std::move(init), std::move(add)));
+  }
+  /// `.aggregate(init, add, merge)`: ... and void merge(A&, const A&).
+  template <class A, class Add, class Merge>
+  auto aggregate(A init, Add add, Merge merge) && {
+    static_assert(std::is_invocable_v<Add&, A&, const T&> && std::is_invocable_v<Merge&, A&, const A&>,
+                  "rill::windowed_stream::aggregate(init, add, merge): add must be void add(A&, const T&), "
+                  "merge void merge(A&, const A&)");
+    return std::move(*this).aggregate(agg::fold(std::move(init), std::move(add), std::move(merge)));
+  }
+  /// `.reduce(f)`: T f(const T&, const T&), associative. Result T.
+  template <class F>
+  auto reduce(F f) && {
+    static_assert(std::is_invocable_r_v<T, F&, const T&, const T&>,
+                  "rill::windowed_stream::reduce(f): f must be T f(const T&, const T&)");
+    return std::move(*this).aggregate(agg::reduce_of<T>(std::move(f)));
+  }
+  /// Number of records per (key, window): std::uint64_t.
+  auto count() && { return std::move(*this).aggregate(agg::count{}); }
+  /// Sum of f(value) (arithmetic).
+  template <class F>
+  auto sum(F f) && { return std::move(*this).aggregate(agg::sum_of<T>(std::move(f))); }
+  /// Smallest f(value).
+  template <class F>
+  auto min(F f) && { return std::move(*this).aggregate(agg::min_of<T>(std::move(f))); }
+  /// Largest f(value).
+  template <class F>
+  auto max(F f) && { return std::move(*this).aggregate(agg::max_of<T>(std::move(f))); }
+  /// Mean of f(value) as double.
+  template <class F>
+  auto mean(F f) && { return std::move(*this).aggregate(agg::mean_of<T>(std::move(f))); }
+
+ private:
+  stream<detail::keyed<T>> s_;
+  KeyFn key_;
+  Assigner assigner_;
+  window_options opts_;
+  Late late_;
+  std::string name_;
+};
+
+/// What key_by returns (see the banner).
+template <class K, class T, class KeyFn>
+class keyed_stream {
+ public:
+  using key_type = K;
+  using value_type = T;
+  keyed_stream(stream<detail::keyed<T>> s, KeyFn key) : s_(std::move(s)), key_(std::move(key)) {}
+
+  /// Event-time windows per key. `a`: rill::tumbling, rill::sliding or rill::session;
+  /// `o`: delay, lateness, idle inputs, stop policy. Both are validated here (throws
+  /// rill::config_error naming the key, e.g. "window.size").
+  template <class Assigner>
+  windowed_stream<K, T, KeyFn, Assigner> window(Assigner a, window_options o = {}) && {
+    static_assert(std::is_same_v<Assigner, tumbling> || std::is_same_v<Assigner, sliding> ||
+                      std::is_same_v<Assigner, session>,
+                  "rill::keyed_stream::window(a): a must be rill::tumbling, rill::sliding or rill::session");
+    a.validate();
+    o.validate();
+    return {std::move(s_), std::move(key_), a, o, nullptr, "window"};
+  }
+
+  /// The values, on their key's worker (the key is dropped).
+  stream<T> values() && {
+    return std::move(s_).map([](detail::keyed<T>&& v) -> T { return std::move(v.value); });
+  }
+  template <class F>
+  auto map(F f) && { return std::move(*this).values().map(std::move(f)); }
+  template <class F>
+  auto filter(F f) && { return std::move(*this).values().filter(std::move(f)); }
+  template <class U = void, class F>
+  auto flat_map(F f) && { return std::move(*this).values().template flat_map<U>(std::move(f)); }
+  template <class Late = std::nullptr_t>
+  auto window_sort(window_sort_options opts, Late late = nullptr) && {
+    return std::move(*this).values().window_sort(opts, std::move(late));
+  }
+  template <class S>
+  job sink(S s, std::string name = "sink") && {
+    return std::move(*this).values().sink(std::move(s), std::move(name));
+  }
+
+ private:
+  stream<detail::keyed<T>> s_;
+  KeyFn key_;
+};
+
+}  // namespace rill

@@ -1,0 +1,774 @@
+// rill/operators/keyed_window.hpp — incremental aggregation of keyed event-time windows.
+//
+// Defines:
+//   rill::keyed_window_aggregator<K, T, Assigner, Agg>   the single-threaded state machine
+//       of one `.key_by(k).window(assigner, options).aggregate(agg)` instance: folds each
+//       record into its (key, slice) or (key, session) accumulator on arrival and emits one
+//       rill::keyed_window_result per (key, window) when the watermark passes the window's
+//       end (docs/design.md "Keyed windows")
+//   rill::default_hash<K>   std::hash<K> when it exists, else boost::hash<K>
+//
+// Example (what the DSL builds for you; tests drive it directly):
+//   using namespace std::chrono_literals;
+//   rill::keyed_window_aggregator<std::string, int, rill::tumbling, rill::agg::count> a{
+//       rill::tumbling{10s}, {.max_delay = 2s}, rill::agg::count{}, /*inputs=*/1, {}};
+//   std::vector<rill::keyed_window_result<std::string, std::uint64_t>> out;
+//   auto on_result = [&](auto&& r) { out.push_back(std::move(r.value)); };
+//   auto on_late = [](rill::record<int>&&, const std::string&, rill::event_time, rill::event_time) {};
+//   for (int s : {1, 5, 11, 9, 15})
+//     a.push(0, "k", {s, rill::event_time{std::chrono::seconds{s}}}, {}, on_result, on_late);
+//   // at 15 s W = 13 s: ("k", [0 s, 10 s), 3) was emitted
+//   a.end(0, on_result);  // end of stream: ("k", [10 s, 20 s), 2)
+//
+// Cost. State is O(keys x open slices) for tumbling/sliding (a slice is gcd(size, slide)
+// long) and O(keys x open sessions) for sessions, never O(records) — except that records
+// from a source that tracks acknowledgements (rill::kafka_source) keep their ack token in
+// their slice until every window holding the slice has been emitted (at-least-once:
+// record.hpp). push(): one hash lookup (the key_by hash is passed in, not recomputed),
+// one add(), and for a record that opens a new (key, slice) one timer insertion
+// O(log open window ends). Emitting a sliding window merges its slices: size/slide merges
+// per (key, window) in the worst case, none per record.
+//
+// Thread safety: distinct objects safe, shared objects unsafe: one worker owns an
+// instance and makes every call on its thread. Callbacks run synchronously inside the
+// call and must not call back into the same aggregator. Nothing blocks or does I/O.
+#pragma once
+
+#include <absl/container/flat_hash_map.h>
+#include <boost/container_hash/hash.hpp>
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "rill/core/error.hpp"
+#include "rill/core/record.hpp"
+#include "rill/core/time.hpp"
+#include "rill/core/watermark.hpp"
+#include "rill/operators/window.hpp"
+
+namespace rill {
+
+namespace detail {
+template <class K, class = void>
+struct has_std_hash : std::false_type {};
+template <class K>
+struct has_std_hash<K, std::void_t<decltype(std::hash<K>{}(std::declval<const K&>()))>> : std::true_type {};
+}  // namespace detail
+
+/// The hash key_by uses when none is given: std::hash<K> if it is defined for K, else
+/// boost::hash<K> (which also covers std::pair, std::tuple and containers).
+template <class K>
+using default_hash = std::conditional_t<detail::has_std_hash<K>::value, std::hash<K>, boost::hash<K>>;
+
+namespace detail {
+
+using wide = __int128;  // window arithmetic on ns counts without overflow
+
+constexpr event_time clamp_time(wide ns) noexcept {
+  constexpr wide lo = std::numeric_limits<std::int64_t>::min();
+  constexpr wide hi = std::numeric_limits<std::int64_t>::max();
+  return event_time{std::chrono::nanoseconds{std::int64_t(ns < lo ? lo : ns > hi ? hi : ns)}};
+}
+constexpr wide floor_div_wide(wide n, wide d) noexcept {
+  constexpr wide lim = wide(1) << 62;  // 64-bit division when both fit (no __divti3 call)
+  if (n > -lim && n < lim && d < lim) return floor_div(std::int64_t(n), std::int64_t(d));
+  wide q = n / d;
+  return (n % d != 0 && n < 0) ? q - 1 : q;
+}
+constexpr wide ns_of(event_time t) noexcept { return t.time_since_epoch().count(); }
+
+/// murmur3's fmix64 finaliser: spreads std::hash-like (identity) integer hashes over all
+/// bits (`% workers` and the open-addressing tables use different bits).
+constexpr std::size_t mix_hash(std::size_t h) noexcept {
+  std::uint64_t x = h;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return std::size_t(x);
+}
+
+/// A key together with the hash key_by computed for it: the table never hashes again.
+template <class K>
+struct hashed_key {
+  K key;
+  std::size_t hash;
+};
+struct hashed_key_hash {
+  template <class K>
+  std::size_t operator()(const hashed_key<K>& k) const noexcept { return k.hash; }
+};
+struct hashed_key_eq {
+  template <class K>
+  bool operator()(const hashed_key<K>& a, const hashed_key<K>& b) const {
+    return a.hash == b.hash && a.key == b.key;
+  }
+};
+
+template <class Assigner>
+inline constexpr bool is_session = std::is_same_v<Assigner, session>;
+
+}  // namespace detail
+
+/// One instance of a keyed window aggregation (see the banner).
+///
+/// Template parameters: K the key (equality-comparable, copyable), T the value, Assigner
+/// rill::tumbling, rill::sliding or rill::session, Agg a rill::aggregate_function<T>
+/// (rill::mergeable_aggregate<T> for sliding and session), Hash the key's hash (used
+/// only by the push() overload without a hash).
+///
+/// Rules (docs/design.md "Keyed windows"; window_options says when a record is late):
+///   - W is the watermark of a rill::watermark_tracker over `inputs` inputs (max_delay,
+///     idle_timeout; +infinity once every input ended); a record's own time moves it
+///     unless the record came from a partitioned source (rill::advances_progress);
+///   - a (key, window) of a tumbling or sliding window is emitted once W >= its end; a
+///     session once W > its end (a record at t = end is still on time at W = end and
+///     touches it); results come in increasing order of window end (keys of one end in
+///     no particular order), with record time end - 1 ns and the ack tokens of every
+///     record folded in (rill::join_acks rule);
+///   - windows a key has no record in are never emitted;
+///   - with allowed_lateness, state stays until W >= end + allowed_lateness and every
+///     allowed-late record re-emits its windows at once (update = true when that
+///     (key, window) had been emitted before).
+///
+/// Callbacks (template parameters, no std::function on the hot path):
+///   on_result(rill::record<keyed_window_result<K, R>>&&)
+///   on_late(rill::record<T>&&, const K&, event_time window_start, event_time window_end)
+///     — the window is the record's last one (sliding: the latest-ending; session: the
+///     record's own [t, t + gap)).
+///
+/// Errors: the constructor throws config_error (keys of the assigner's and the options'
+/// validate(), "window.inputs" when inputs == 0). Other calls throw std::bad_alloc or
+/// what a callback or the aggregate throws (basic guarantee: state stays consistent).
+template <class K, class T, class Assigner, class Agg, class Hash = default_hash<K>>
+class keyed_window_aggregator {
+  static_assert(aggregate_function<Agg, T>,
+                "keyed_window_aggregator: Agg must provide accumulator, init(), add(acc, const T&), "
+                "result(const acc&) (rill::aggregate_function)");
+  static_assert(std::is_same_v<Assigner, tumbling> || mergeable_aggregate<Agg, T>,
+                "sliding and session windows merge accumulators: the aggregate needs "
+                "merge(acc&, const acc&) (rill::mergeable_aggregate; .aggregate(init, add, merge))");
+
+ public:
+  using accumulator = typename Agg::accumulator;
+  using result_type =
+      std::remove_cvref_t<decltype(std::declval<const Agg&>().result(std::declval<const accumulator&>()))>;
+  using output = keyed_window_result<K, result_type>;
+
+  /// `assigner`, `options`: validated here. `inputs` >= 1. `now`: processing time at
+  /// construction (start of idle timers).
+  keyed_window_aggregator(Assigner assigner, window_options options, Agg agg, std::size_t inputs,
+                          steady_time now, Hash hash = {})
+      : assigner_(checked(assigner, options, inputs)), options_(options), agg_(std::move(agg)),
+        hash_(std::move(hash)), tracker_(inputs, options.max_delay, options.idle_timeout, now) {
+    if constexpr (!detail::is_session<Assigner>) {
+      size_ = assigner_.size.count();
+      if constexpr (std::is_same_v<Assigner, sliding>) slide_ = assigner_.slide.count();
+      else slide_ = size_;
+      slice_ = std::gcd(size_, slide_);
+    } else {
+      size_ = assigner_.gap.count();
+    }
+    lateness_ = options_.allowed_lateness.count();
+  }
+
+  /// Record `r` with key `key` arrives on `input` at processing time `now`. `hash` is
+  /// the key's hash (key_by's); the overload without it computes Hash{}(key).
+  /// Late check, fold, then r's time is observed and every due window fires.
+  /// Precondition: input < inputs.
+  template <class OnResult, class OnLate>
+  void push(std::size_t input, const K& key, record<T>&& r, steady_time now, OnResult&& on_result,
+            OnLate&& on_late) {
+    push(input, key, detail::mix_hash(hash_(key)), std::move(r), now, on_result, on_late);
+  }
+  template <class OnResult, class OnLate>
+  void push(std::size_t input, const K& key, std::size_t hash, record<T>&& r, steady_time now,
+            OnResult&& on_result, OnLate&& on_late) {
+    const bool adv = advances_progress(r);
+    push_value(input, key, hash, r.value, r.time, adv, std::move(r.ack), now, on_result,
+               [&](event_time s, event_time e) { on_late(std::move(r), key, s, e); });
+  }
+
+  /// The DSL's entry: like push(), but the value is read in place and `late(start, end)`
+  /// is called (instead of on_late) for a late record, which builds the record itself.
+  template <class OnResult, class LateThunk>
+  void push_value(std::size_t input, const K& key, std::size_t hash, const T& value, event_time t,
+                  bool advances, std::shared_ptr<ack_token>&& ack, steady_time now,
+                  OnResult& on_result, LateThunk&& late) {
+    const event_time w = tracker_.current();
+    if constexpr (detail::is_session<Assigner>) {
+      fold_session(key, hash, value, t, w, std::move(ack), on_result, late);
+    } else if (t >= w) {  // no window of t has passed: fold, no lateness arithmetic
+      fold_in_time(key, hash, value, t, std::move(ack));
+    } else {
+      fold_aligned(key, hash, value, t, w, std::move(ack), on_result, late);
+    }
+    tracker_.observe(input, advances ? t : event_time_min, now);
+    fire_ready(on_result);
+  }
+
+  /// Progress marker: `input` has seen everything up to `t`. Fires what is due.
+  template <class OnResult>
+  void progress(std::size_t input, event_time t, steady_time now, OnResult&& on_result) {
+    tracker_.observe(input, t, now);
+    fire_ready(on_result);
+  }
+  /// `input` ended (it no longer holds W back). When all inputs ended, W = +infinity and
+  /// every window fires (CASES.md C20 a, c). Idempotent.
+  template <class OnResult>
+  void end(std::size_t input, OnResult&& on_result) {
+    tracker_.end(input);
+    fire_ready(on_result);
+  }
+  /// Processing time advanced: silent inputs become idle (window_options::idle_timeout).
+  template <class OnResult>
+  void tick(steady_time now, OnResult&& on_result) {
+    tracker_.tick(now);
+    fire_ready(on_result);
+  }
+  /// Drops every open window without emitting it (window_options::stop_policy::discard;
+  /// CASES.md C20 b). The ack tokens they hold are failed first, so a Kafka source does
+  /// not commit the records they held. Returns the number of (key, window) states
+  /// dropped (slices for tumbling/sliding, sessions), also added to discarded().
+  std::size_t discard() {
+    std::size_t n = 0;
+    auto fail_all = [](acks_t& acks) {
+      for (auto& a : acks) a->fail();
+    };
+    for (auto& [k, ks] : keys_)
+      for (auto& p : ks.pieces) {
+        fail_all(p.acks);
+        ++n;
+      }
+    for (auto& [j, tab] : slices_) {
+      if (k_last(j) <= fired_k_) continue;  // every window of it fired already
+      for (auto& [hk, e] : tab) {
+        if (e.acks) fail_all(*e.acks);
+        ++n;
+      }
+    }
+    keys_.clear();
+    timers_.clear();
+    last_bucket_ = timers_.end();
+    slices_.clear();
+    last_slice_ = slices_.end();
+    next_fire_ = event_time_max;
+    window_valid_ = false;
+    entries_ = 0;
+    discarded_ += n;
+    return n;
+  }
+
+  /// The current watermark (event_time_min = -infinity, event_time_max = +infinity).
+  event_time watermark() const noexcept { return tracker_.current(); }
+  /// Late records (side output) so far.
+  std::uint64_t late() const noexcept { return late_; }
+  /// Results emitted so far (updates included).
+  std::uint64_t fired() const noexcept { return fired_; }
+  /// Results emitted as updates of an already-emitted (key, window).
+  std::uint64_t updates() const noexcept { return updates_; }
+  /// (key, window) states dropped by discard().
+  std::uint64_t discarded() const noexcept { return discarded_; }
+  /// Keys holding state now.
+  std::size_t keys() const noexcept { return keys_.size(); }
+  /// (key, slice) or (key, session) accumulators held now: the memory bound's unit.
+  std::size_t state_entries() const noexcept { return entries_; }
+  /// The largest state_entries() seen.
+  std::size_t peak_state_entries() const noexcept { return peak_entries_; }
+  const watermark_tracker& tracker() const noexcept { return tracker_; }
+
+ private:
+  using acks_t = std::vector<std::shared_ptr<ack_token>>;
+  // A session of one key: [lo, hi) ns.
+  struct piece {
+    std::int64_t lo;
+    std::int64_t hi;
+    accumulator acc;
+    acks_t acks;
+    bool emitted = false;  // sessions: a result was emitted
+    bool dirty = true;     // sessions: changed since the last result
+  };
+  struct key_state {  // sessions
+    std::vector<piece> pieces;  // the key's sessions, sorted by start, pairwise disjoint
+    event_time timer{};
+    bool has_timer = false;
+    std::uint32_t timer_refs = 0;  // entries in timers_ naming this key (some may be stale)
+    bool empty() const noexcept { return pieces.empty(); }
+  };
+  using table = std::unordered_map<detail::hashed_key<K>, key_state, detail::hashed_key_hash,
+                                   detail::hashed_key_eq>;
+  using node = typename table::value_type;
+
+  static Assigner checked(const Assigner& a, const window_options& o, std::size_t inputs) {
+    a.validate();
+    o.validate();
+    if (inputs == 0) throw config_error("window.inputs", "window.inputs must be >= 1");
+    return a;
+  }
+
+  // ---- aligned windows (tumbling, sliding) ----
+  // Window k covers [k*slide, k*slide + size); slice j covers [j*g, (j+1)*g), g =
+  // gcd(size, slide). State: one hash table of (key -> accumulator) per slice, so a record
+  // costs one table lookup, as a hand-written per-window map does. Windows fire globally
+  // in k order (fired_k_: every window <= it has fired). Sliding windows merge their
+  // slices' tables with two stacks (Tangwongsan et al., "General incremental
+  // sliding-window aggregation", VLDB 2015): window_ holds the slices of the last window
+  // fired, as a front part with suffix aggregates and a back part with one running
+  // aggregate, so each slice is merged O(1) times however many windows hold it.
+  detail::wide k_first(detail::wide j) const noexcept {
+    return detail::floor_div_wide(j * slice_ - size_, slide_) + 1;
+  }
+  detail::wide k_last(detail::wide j) const noexcept { return detail::floor_div_wide(j * slice_, slide_); }
+  detail::wide first_slice(detail::wide k) const noexcept { return k * slide_ / slice_; }  // exact
+  detail::wide end_slice(detail::wide k) const noexcept { return (k * slide_ + size_) / slice_; }
+  event_time win_start(detail::wide k) const noexcept { return detail::clamp_time(k * slide_); }
+  event_time win_end(detail::wide k) const noexcept { return detail::clamp_time(k * slide_ + size_); }
+  event_time plus_lateness(event_time e) const noexcept {
+    return detail::clamp_time(detail::ns_of(e) + lateness_);
+  }
+  // The largest k whose end <= w.
+  detail::wide k_passed(event_time w) const noexcept {
+    return detail::floor_div_wide(detail::ns_of(w) - size_, slide_);
+  }
+
+  struct entry {
+    accumulator acc;
+    std::unique_ptr<acks_t> acks;  // null unless the source tracks acks: a small slot
+  };
+  static const acks_t& acks_of(const entry& e) noexcept {
+    static const acks_t none;
+    return e.acks ? *e.acks : none;
+  }
+  using acc_table = absl::flat_hash_map<detail::hashed_key<K>, accumulator, detail::hashed_key_hash,
+                                        detail::hashed_key_eq>;
+  using slice_table = absl::flat_hash_map<detail::hashed_key<K>, entry, detail::hashed_key_hash,
+                                          detail::hashed_key_eq>;
+
+  slice_table& slice_of(std::int64_t j) {
+    if (last_slice_ != slices_.end() && last_slice_->first == j) return last_slice_->second;
+    auto [it, fresh] = slices_.try_emplace(j);
+    last_slice_ = it;
+    if (fresh) next_fire_ = next_fire_end();  // a new slice may hold an earlier window
+    return it->second;
+  }
+
+  // Slice index of t; the last slice's bounds are cached (no division per record).
+  std::int64_t slice_index(event_time t) noexcept {
+    const std::int64_t ns = t.time_since_epoch().count();
+    if (ns >= cached_lo_ && ns < cached_hi_) return cached_j_;
+    cached_j_ = floor_div(ns, slice_);
+    const event_time lo = detail::clamp_time(detail::wide(cached_j_) * slice_);
+    cached_lo_ = lo.time_since_epoch().count();
+    cached_hi_ = detail::clamp_time(detail::wide(cached_lo_) + slice_).time_since_epoch().count();
+    if (cached_lo_ > ns) cached_lo_ = ns;  // clamped at -infinity: keep the cache sound
+    return cached_j_;
+  }
+
+  // Folds into (slice j, key); true when the entry is new.
+  bool fold_into(std::int64_t j, const K& key, std::size_t hash, const T& value, std::shared_ptr<ack_token>&& ack) {
+    slice_table& tab = slice_of(j);
+    auto [it, fresh] = tab.try_emplace(detail::hashed_key<K>{key, hash});
+    if (fresh) {
+      it->second.acc = agg_.init();
+      ++entries_;
+      peak_entries_ = std::max(peak_entries_, entries_);
+    }
+    agg_.add(it->second.acc, value);
+    if (ack) {
+      if (!it->second.acks) it->second.acks = std::make_unique<acks_t>();
+      it->second.acks->push_back(std::move(ack));
+      has_acks_ = true;
+    }
+    return fresh;
+  }
+
+  // t >= W: every window of t ends after W (end > t), so none has passed or is late.
+  void fold_in_time(const K& key, std::size_t hash, const T& value, event_time t,
+                    std::shared_ptr<ack_token>&& ack) {
+    fold_into(slice_index(t), key, hash, value, std::move(ack));
+  }
+
+  template <class OnResult, class LateThunk>
+  void fold_aligned(const K& key, std::size_t hash, const T& value, event_time t, event_time w,
+                    std::shared_ptr<ack_token>&& ack, OnResult& on_result, LateThunk& late) {
+    // Every window ending at or before W that held a slice has fired; the ones that held
+    // none are past as well (they must not fire for this record's new slice).
+    fired_k_ = std::max(fired_k_, k_passed(w));
+    const std::int64_t j = slice_index(t);
+    const detail::wide kl = k_last(j);
+    if (plus_lateness(win_end(kl)) <= w) {  // every window of t is gone
+      ++late_;
+      late(win_start(kl), win_end(kl));
+      return;
+    }
+    const bool fresh = fold_into(j, key, hash, value, std::move(ack));
+    if (window_valid_ && j >= window_lo_ && j < window_hi_) window_valid_ = false;  // stale stacks
+    if (lateness_ == 0) return;  // the passed windows of t are late: they never see it
+    const detail::wide kp = std::min(k_passed(w), kl);
+    for (detail::wide k = k_first(j); k <= kp; ++k)  // allowed-late: re-emit at once
+      if (plus_lateness(win_end(k)) > w) emit_key(key, hash, k, j, fresh, on_result);
+  }
+
+  // Re-emits window k of one key (an allowed-late record in slice j, `fresh` when that
+  // entry is new: the window was emitted before only if it held another entry of the key).
+  template <class OnResult>
+  void emit_key(const K& key, std::size_t hash, detail::wide k, std::int64_t j, bool fresh, OnResult& on_result) {
+    const detail::hashed_key<K> hk{key, hash};
+    std::optional<accumulator> acc;
+    acks_t acks;
+    bool other = false;
+    for (auto it = slices_.lower_bound(std::int64_t(first_slice(k))); it != slices_.end() && it->first < end_slice(k);
+         ++it) {
+      auto e = it->second.find(hk);
+      if (e == it->second.end()) continue;
+      if (it->first != j) other = true;
+      if (!acc) {
+        acc = e->second.acc;
+      } else if constexpr (mergeable_aggregate<Agg, T>) {
+        agg_.merge(*acc, e->second.acc);
+      }
+      const acks_t& ea = acks_of(e->second);
+      acks.insert(acks.end(), ea.begin(), ea.end());
+    }
+    if (acc) deliver(key, win_start(k), win_end(k), agg_.result(*acc), joined(acks), !fresh || other, on_result);
+  }
+
+  // The next window to fire: the first after fired_k_ that holds a slice.
+  std::optional<detail::wide> next_window() const noexcept {
+    for (auto it = slices_.begin(); it != slices_.end(); ++it) {
+      const detail::wide kl = k_last(it->first);
+      if (kl > fired_k_) return std::max(fired_k_ + 1, k_first(it->first));
+    }
+    return std::nullopt;
+  }
+
+  // End of the next window to fire; event_time_max when there is none (a window ending at
+  // +infinity fires at end of stream through the loop below as well).
+  event_time next_fire_end() const noexcept {
+    const auto k = next_window();
+    return k ? win_end(*k) : event_time_max;
+  }
+
+  template <class OnResult>
+  void fire_aligned(OnResult& on_result) {
+    const event_time w = tracker_.current();
+    if (w < next_fire_) return;
+    for (;;) {
+      const auto k = next_window();
+      if (!k || win_end(*k) > w) break;
+      emit_window(*k, on_result);
+      fired_k_ = *k;
+      // Slices whose every window fired: acks are in the results; past the lateness, gone.
+      for (auto it = slices_.begin(); it != slices_.end() && k_last(it->first) <= fired_k_;) {
+        if (plus_lateness(win_end(k_last(it->first))) <= w) {
+          entries_ -= it->second.size();
+          if (last_slice_ == it) last_slice_ = slices_.end();
+          it = slices_.erase(it);
+        } else {
+          if (has_acks_)
+            for (auto& [hk, e] : it->second) e.acks.reset();
+          ++it;
+        }
+      }
+    }
+    next_fire_ = next_fire_end();
+  }
+
+  template <class OnResult>
+  void emit_window(detail::wide k, OnResult& on_result) {
+    const event_time start = win_start(k), end = win_end(k);
+    if (slide_ == size_) {  // tumbling: window k is slice k
+      auto it = slices_.find(std::int64_t(k));
+      if (it == slices_.end()) return;
+      for (auto& [hk, e] : it->second)
+        deliver(hk.key, start, end, agg_.result(e.acc), joined(acks_of(e)), false, on_result);
+      return;
+    }
+    if constexpr (mergeable_aggregate<Agg, T>) {
+      const std::int64_t lo = std::int64_t(first_slice(k)), hi = std::int64_t(end_slice(k));
+      if (has_acks_) {  // the acks of every slice go with the result: merge directly
+        slice_table out;
+        for (auto it = slices_.lower_bound(lo); it != slices_.end() && it->first < hi; ++it) {
+          for (const auto& [hk, e] : it->second) {
+            auto [o, fresh] = out.try_emplace(hk);
+            if (fresh) o->second.acc = e.acc;
+            else agg_.merge(o->second.acc, e.acc);
+            if (e.acks) {
+              if (!o->second.acks) o->second.acks = std::make_unique<acks_t>();
+              o->second.acks->insert(o->second.acks->end(), e.acks->begin(), e.acks->end());
+            }
+          }
+        }
+        for (auto& [hk, e] : out) deliver(hk.key, start, end, agg_.result(e.acc), joined(acks_of(e)), false, on_result);
+        return;
+      }
+      slide_window(lo, hi);
+      const acc_table* front = front_head_ < front_.size() ? &front_[front_head_].suffix : nullptr;
+      if (front) {
+        for (const auto& [hk, a] : *front) {
+          auto b = back_.find(hk);
+          if (b == back_.end()) {
+            deliver(hk.key, start, end, agg_.result(a), nullptr, false, on_result);
+          } else {
+            accumulator acc = a;
+            agg_.merge(acc, b->second);
+            deliver(hk.key, start, end, agg_.result(acc), nullptr, false, on_result);
+          }
+        }
+      }
+      for (const auto& [hk, a] : back_)
+        if (!front || front->find(hk) == front->end())
+          deliver(hk.key, start, end, agg_.result(a), nullptr, false, on_result);
+    }
+  }
+
+  // Folds a slice's accumulators into a stack table (no acks: see emit_window).
+  void merge_table(acc_table& into, const slice_table& from) {
+    for (const auto& [hk, e] : from) {
+      auto [it, fresh] = into.try_emplace(hk, e.acc);
+      if constexpr (mergeable_aggregate<Agg, T>)
+        if (!fresh) agg_.merge(it->second, e.acc);
+    }
+  }
+
+  // Moves the two stacks to the slices [lo, hi) of the next window.
+  void slide_window(std::int64_t lo, std::int64_t hi) {
+    if (!window_valid_) {  // first use, or a record changed a slice inside: rebuild
+      front_.clear();
+      front_head_ = 0;
+      back_.clear();
+      back_slices_.clear();
+      window_hi_ = lo;
+    }
+    window_valid_ = true;
+    // pop slices before lo from the front; flip the back into the front when it is empty
+    while (front_head_ < front_.size() && front_[front_head_].j < lo) ++front_head_;
+    if (front_head_ == front_.size()) {
+      front_.clear();
+      front_head_ = 0;
+      std::erase_if(back_slices_, [lo](std::int64_t j) { return j < lo; });
+      front_.resize(back_slices_.size());
+      acc_table run;  // suffix aggregates, from the newest slice to the oldest
+      for (std::size_t i = back_slices_.size(); i-- > 0;) {
+        auto it = slices_.find(back_slices_[i]);
+        if (it != slices_.end()) merge_table(run, it->second);
+        front_[i].j = back_slices_[i];
+        front_[i].suffix = run;
+      }
+      back_slices_.clear();
+      back_.clear();
+    }
+    // push the slices up to hi onto the back
+    for (auto it = slices_.lower_bound(std::max(window_hi_, lo)); it != slices_.end() && it->first < hi; ++it) {
+      back_slices_.push_back(it->first);
+      merge_table(back_, it->second);
+    }
+    window_lo_ = lo;
+    window_hi_ = std::max(window_hi_, hi);
+  }
+
+  // ---- sessions ----
+  // A session [lo, hi) closes once W > hi: until then a record at t = hi >= W is on time and
+  // touches it (they merge), so the watermark must pass the end, not only reach it.
+  static event_time closes_at(std::int64_t hi) noexcept { return detail::clamp_time(detail::wide(hi) + 1); }
+
+  node& find_or_add(const K& key, std::size_t hash) {
+    detail::hashed_key<K> hk{key, hash};
+    auto it = keys_.find(hk);
+    if (it == keys_.end()) it = keys_.emplace(std::move(hk), key_state{}).first;
+    return *it;
+  }
+
+  template <class OnResult, class LateThunk>
+  void fold_session(const K& key, std::size_t hash, const T& value, event_time t, event_time w,
+                    std::shared_ptr<ack_token>&& ack, OnResult& on_result, LateThunk& late) {
+    const std::int64_t lo = t.time_since_epoch().count();
+    const std::int64_t hi = detail::clamp_time(detail::wide(lo) + size_).time_since_epoch().count();
+    auto it = keys_.find(detail::hashed_key<K>{key, hash});
+    // Sessions of the key that overlap or touch [lo, hi]: a contiguous run [a, b).
+    std::size_t a = 0, b = 0;
+    std::int64_t mlo = lo, mhi = hi;
+    if (it != keys_.end()) {
+      auto& p = it->second.pieces;
+      b = p.size();
+      while (b > 0 && p[b - 1].lo > hi) --b;
+      a = b;
+      while (a > 0 && p[a - 1].hi >= lo) --a;
+      if (a < b) {
+        mlo = std::min(mlo, p[a].lo);
+        mhi = std::max(mhi, p[b - 1].hi);
+      }
+    }
+    if (plus_lateness(closes_at(mhi)) <= w) {
+      ++late_;
+      late(t, event_time{std::chrono::nanoseconds{hi}});
+      return;
+    }
+    node& n = it != keys_.end() ? *it : find_or_add(key, hash);
+    auto& p = n.second.pieces;
+    if (a == b) {  // a new session
+      p.insert(p.begin() + std::ptrdiff_t(a), piece{lo, hi, agg_.init(), {}});
+      ++entries_;
+      peak_entries_ = std::max(peak_entries_, entries_);
+    } else if constexpr (mergeable_aggregate<Agg, T>) {  // merge [a, b) into a
+      piece& s = p[a];
+      for (std::size_t i = a + 1; i < b; ++i) {
+        agg_.merge(s.acc, p[i].acc);
+        s.acks.insert(s.acks.end(), p[i].acks.begin(), p[i].acks.end());
+        s.emitted = s.emitted || p[i].emitted;
+      }
+      p.erase(p.begin() + std::ptrdiff_t(a + 1), p.begin() + std::ptrdiff_t(b));
+      entries_ -= b - a - 1;
+      s.lo = mlo;
+      s.hi = mhi;
+    }
+    piece& s = p[a];
+    agg_.add(s.acc, value);
+    if (ack) s.acks.push_back(std::move(ack));
+    s.dirty = true;
+    if (closes_at(s.hi) <= w) emit_session(n, s, on_result);  // allowed-late
+    schedule(n);
+  }
+
+  template <class OnResult>
+  void emit_session(node& n, piece& s, OnResult& on_result) {
+    const bool update = s.emitted;
+    s.emitted = true;
+    s.dirty = false;
+    auto ack = joined(s.acks);
+    s.acks.clear();
+    deliver(n.first.key, event_time{std::chrono::nanoseconds{s.lo}}, event_time{std::chrono::nanoseconds{s.hi}},
+            agg_.result(s.acc), std::move(ack), update, on_result);
+  }
+
+  std::optional<event_time> next_session(const key_state& ks) const noexcept {
+    std::optional<event_time> best;
+    for (const piece& s : ks.pieces) {
+      const event_time e = closes_at(s.hi);
+      const event_time at = s.dirty ? e : plus_lateness(e);
+      if (!best || at < *best) best = at;
+    }
+    return best;
+  }
+
+  template <class OnResult>
+  void process_session(node& n, event_time e, OnResult& on_result) {
+    auto& p = n.second.pieces;
+    for (piece& s : p)
+      if (s.dirty && closes_at(s.hi) <= e) emit_session(n, s, on_result);
+    const auto before = p.size();
+    std::erase_if(p, [&](const piece& s) { return !s.dirty && plus_lateness(closes_at(s.hi)) <= e; });
+    entries_ -= before - p.size();
+  }
+
+  // ---- timers: one live entry per key, at its next time ----
+  void schedule(node& n) {
+    key_state& ks = n.second;
+    const std::optional<event_time> at = next_session(ks);
+    if (!at) {
+      ks.has_timer = false;
+      return;
+    }
+    if (ks.has_timer && ks.timer <= *at) return;  // the earlier entry reschedules
+    ks.has_timer = true;
+    ks.timer = *at;
+    ++ks.timer_refs;
+    if (last_bucket_ == timers_.end() || last_bucket_->first != *at)
+      last_bucket_ = timers_.try_emplace(*at).first;
+    last_bucket_->second.push_back(&n);
+  }
+
+  template <class OnResult>
+  void fire_ready(OnResult& on_result) {
+    if constexpr (!detail::is_session<Assigner>) {
+      fire_aligned(on_result);
+    } else {
+      fire_sessions(on_result);
+    }
+  }
+
+  template <class OnResult>
+  void fire_sessions(OnResult& on_result) {
+    const event_time w = tracker_.current();
+    while (!timers_.empty() && timers_.begin()->first <= w) {
+      if (last_bucket_ == timers_.begin()) last_bucket_ = timers_.end();
+      auto bucket = timers_.extract(timers_.begin());
+      const event_time e = bucket.key();
+      for (node* n : bucket.mapped()) {
+        key_state& ks = n->second;
+        --ks.timer_refs;
+        if (ks.has_timer && ks.timer == e) {
+          ks.has_timer = false;
+          process_session(*n, e, on_result);
+          schedule(*n);
+        }
+        if (ks.timer_refs == 0 && ks.empty() && !ks.has_timer) keys_.erase(n->first);
+      }
+    }
+  }
+
+  static void release_acks(piece& p) noexcept {
+    if (!p.acks.empty()) p.acks.clear();
+  }
+  static std::shared_ptr<ack_token> joined(const acks_t& acks) {
+    if (acks.empty()) return nullptr;
+    if (acks.size() == 1) return acks.front();
+    return std::make_shared<ack_group>(acks);
+  }
+
+  template <class OnResult>
+  void deliver(const K& key, event_time start, event_time end, result_type&& value,
+               std::shared_ptr<ack_token>&& ack, bool update, OnResult& on_result) {
+    ++fired_;
+    if (update) ++updates_;
+    const event_time t = end == event_time_min ? end : end - std::chrono::nanoseconds{1};
+    on_result(record<output>{output{key, start, end, std::move(value), update}, t, std::nullopt, std::move(ack)});
+  }
+
+  Assigner assigner_;
+  window_options options_;
+  Agg agg_;
+  Hash hash_;
+  watermark_tracker tracker_;
+  std::int64_t size_ = 0, slide_ = 0, slice_ = 1;  // ns; sessions: size_ = gap
+  std::int64_t lateness_ = 0;
+  // sessions: per key, its sessions, and one timer per key at its next end
+  table keys_;
+  std::map<event_time, std::vector<node*>> timers_;
+  typename std::map<event_time, std::vector<node*>>::iterator last_bucket_ = timers_.end();
+  // tumbling/sliding: one table per slice, and the two stacks of the last window fired
+  std::map<std::int64_t, slice_table> slices_;
+  typename std::map<std::int64_t, slice_table>::iterator last_slice_ = slices_.end();
+  detail::wide fired_k_ = detail::wide(std::numeric_limits<std::int64_t>::min()) * 2;
+  bool has_acks_ = false;
+  event_time next_fire_ = event_time_max;  // end of the next window to fire
+  std::int64_t cached_j_ = 0, cached_lo_ = 0, cached_hi_ = 0;  // slice_index's last slice
+  struct stacked {
+    std::int64_t j = 0;
+    acc_table suffix;  // merge of this slice and every newer one of the front part
+  };
+  std::vector<stacked> front_;
+  std::size_t front_head_ = 0;
+  acc_table back_;                        // merge of back_slices_
+  std::vector<std::int64_t> back_slices_;  // in window order
+  std::int64_t window_lo_ = 0, window_hi_ = 0;
+  bool window_valid_ = false;
+  std::size_t entries_ = 0, peak_entries_ = 0;
+  std::uint64_t late_ = 0, fired_ = 0, updates_ = 0, discarded_ = 0;
+};
+
+}  // namespace rill
