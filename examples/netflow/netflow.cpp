@@ -1,7 +1,8 @@
 // netflow — the main job: per-window, per-conversation packet and byte counts of packet
 // captures.
 //
-//   pcap_source (one split per --input) -> filter(IP only) -> key_by(5-tuple)
+//   pcap_source (one split per --input; with several workers: pcap_frame_source ->
+//     rebalance -> decode, so every worker decodes) -> filter(IP only) -> key_by(5-tuple)
 //     -> window(tumbling --window, --max-delay) -> aggregate(packets, bytes)
 //     -> ordered_sink (JSON lines, sorted by window then conversation)
 //
@@ -198,7 +199,11 @@ int main(int argc, char** argv) {
   try {
     rill::runtime rt{{.workers = workers, .topology = topology, .handle_signals = true}};
     auto src = interface.empty() ? rill::pcap_source{inputs} : rill::pcap_source::live(interface);
-    auto stats = src.stats();
+    // Files on several workers: read raw frames, rebalance, decode on every worker (one
+    // capture file is one split: decoding there would leave the other workers idle).
+    rill::pcap_frame_source frames{inputs};
+    const bool spread = interface.empty() && rt.worker_count() > 1;
+    auto stats = spread ? frames.stats() : src.stats();
     std::set<rill::flow_key> conversations;
     const bool enrich = enrich_opt->count() > 0;
     std::unique_ptr<rill::svc::enrichment_service> local_service;
@@ -217,7 +222,9 @@ int main(int argc, char** argv) {
         rt.worker_count(), by_key{}, writer);
     auto enrich_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
 
-    auto packets = rebalance ? rill::from(std::move(src)).rebalance() : rill::from(std::move(src));
+    auto packets = spread      ? rill::from(frames).rebalance().map(frames.decoder())
+                   : rebalance ? rill::from(std::move(src)).rebalance()
+                               : rill::from(std::move(src));
     // Files end by themselves; a quiet live interface must not hold the watermark. (Idle
     // on files would make the output depend on read speed.)
     auto rows_stream = netflow::count_flows(std::move(packets), window, delay, interface.empty() ? 0s : 5s);

@@ -1,14 +1,25 @@
 // rill/rill.hpp — everything a pipeline author needs: runtime, DSL, operators, connectors.
 //
-// Example:
+// Example (packets and bytes per conversation and 10 s tumbling window; the same code is
+// compiled by tests/operators/banner_examples_test.cpp):
 //   #include <rill/rill.hpp>
 //   using namespace std::chrono_literals;
+//   struct bytes_and_packets {
+//     struct accumulator { std::uint64_t packets = 0, bytes = 0; };
+//     accumulator init() const { return {}; }
+//     void add(accumulator& a, const rill::packet& p) const { ++a.packets; a.bytes += p.wire_len; }
+//     accumulator result(const accumulator& a) const { return a; }
+//   };
 //   int main() {
 //     rill::runtime rt{{.workers = 2}};
 //     auto j = rill::from(rill::pcap_source{{"capture.pcap"}})
 //                  .key_by([](const rill::packet& p) { return p.key; })
-//                  .window_sort({.length = 10s, .max_delay = 2s})
-//                  .sink([](rill::window<rill::packet>&& w) { /* ... */ });
+//                  .window(rill::tumbling{10s}, {.max_delay = 2s})
+//                  .aggregate(bytes_and_packets{})
+//                  .sink([](rill::keyed_window_result<rill::flow_key,
+//                                                     bytes_and_packets::accumulator>&& r) {
+//                    /* r.key, r.start, r.end, r.value.packets, r.value.bytes */
+//                  });
 //     rt.run(j);
 //   }
 #pragma once

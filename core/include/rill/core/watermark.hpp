@@ -110,6 +110,10 @@ class watermark_tracker {
     if (t > s.largest) {
       const event_time old_contribution = detail::saturating_sub(s.largest, max_delay_);
       s.largest = t;
+      if (inputs_.size() == 1) {  // the only input defines W: no scan
+        current_ = std::max(current_, detail::saturating_sub(t, max_delay_));
+        return;
+      }
       // Invariant: W >= min over active contributions. If this input's old contribution
       // was above W, some other input holds W and raising this one cannot move it.
       if (was_idle || old_contribution <= current_) recompute();
