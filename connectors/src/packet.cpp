@@ -5,10 +5,12 @@
 
 #include "rill/connectors/pcap_frame.hpp"
 
+#include <absl/hash/hash.h>
 #include <arpa/inet.h>
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 namespace rill {
 
@@ -390,20 +392,8 @@ packet detail::decode_fn::operator()(const pcap_frame& f) const noexcept {
 }  // namespace rill
 
 std::size_t std::hash<rill::flow_key>::operator()(const rill::flow_key& k) const noexcept {
-  std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64
-  auto mix = [&h](std::uint8_t b) {
-    h ^= b;
-    h *= 1099511628211ull;
-  };
-  mix(static_cast<std::uint8_t>(k.proto));
-  mix(k.ip_version);
-  for (auto b : k.a_addr) mix(b);
-  for (auto b : k.b_addr) mix(b);
-  for (const auto& port : {k.a_port, k.b_port}) {
-    mix(port.has_value() ? 1 : 0);
-    const std::uint16_t v = port.value_or(0);
-    mix(static_cast<std::uint8_t>(v >> 8));
-    mix(static_cast<std::uint8_t>(v & 0xff));
-  }
-  return static_cast<std::size_t>(h);
+  return absl::Hash<std::tuple<std::uint8_t, std::uint8_t, const std::array<std::uint8_t, 16>&,
+                               const std::array<std::uint8_t, 16>&, const std::optional<std::uint16_t>&,
+                               const std::optional<std::uint16_t>&>>{}(
+      {static_cast<std::uint8_t>(k.proto), k.ip_version, k.a_addr, k.b_addr, k.a_port, k.b_port});
 }

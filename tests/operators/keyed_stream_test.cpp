@@ -215,9 +215,6 @@ struct two_speed_source {
 // [0,10000) and [30000,40000), windows A may still have had records for. Expected: no
 // window released, 3 discarded.
 TEST(keyed_stream, c20b_stop_with_two_inputs_releases_no_open_window) {
-  GTEST_SKIP() << "operator bug: keyed_stream.hpp keyed_window_stage::on_end calls agg.end(in) "
-                  "for an input ended by a stop, which raises W to the other input's and "
-                  "releases [0,10000) and [30000,40000); delete this line once fixed";
   rill::runtime rt{{.workers = 1, .topology = "1 node x 1 core"}};
   auto out = std::make_shared<collected<ids_row>>();
   auto j =

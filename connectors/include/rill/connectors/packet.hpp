@@ -168,7 +168,8 @@ inline constexpr detail::decode_fn decode{};
 
 }  // namespace rill
 
-/// Hash of every field of the key (FNV-1a over the fields, not the padding).
+/// Hash of every field of the key, not the padding (absl::Hash over the fields: word at a
+/// time; stable within one process run only, never persisted or sent).
 template <>
 struct std::hash<rill::flow_key> {
   std::size_t operator()(const rill::flow_key& k) const noexcept;

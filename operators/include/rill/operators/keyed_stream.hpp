@@ -108,12 +108,17 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
     agg.progress(in, t, now(), emit);
     advance();
   }
+  // An input that ends because of a stop has not sent everything: it must not count as
+  // +infinity (that would fire windows on partial data), so with stop_policy::discard the
+  // open windows are dropped instead, at each stopped input's end.
   void on_end(std::size_t in) override {
     auto emit = on_result();
-    if (inputs_left == 1 && rt && rt->stop_requested() && opts.on_stop == window_options::stop_policy::discard)
+    if (rt && rt->stop_requested() && opts.on_stop == window_options::stop_policy::discard) {
       c->add(c->discarded, agg.discard());
-    agg.end(in, emit);
-    advance();
+    } else {
+      agg.end(in, emit);
+      advance();
+    }
     if (--inputs_left == 0) down->on_end(0);
   }
   bool on_flush() override { return down->on_flush(); }

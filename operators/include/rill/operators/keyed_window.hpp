@@ -21,13 +21,15 @@
 //   a.end(0, on_result);  // end of stream: ("k", [10 s, 20 s), 2)
 //
 // Cost. State is O(keys x open slices) for tumbling/sliding (a slice is gcd(size, slide)
-// long) and O(keys x open sessions) for sessions, never O(records) — except that records
-// from a source that tracks acknowledgements (rill::kafka_source) keep their ack token in
-// their slice until every window holding the slice has been emitted (at-least-once:
-// record.hpp). push(): one hash lookup (the key_by hash is passed in, not recomputed),
-// one add(), and for a record that opens a new (key, slice) one timer insertion
-// O(log open window ends). Emitting a sliding window merges its slices: size/slide merges
-// per (key, window) in the worst case, none per record.
+// long; sliding windows add the two stacks, at most one accumulator per key and slice of
+// one window) and O(keys x open sessions) for sessions, never O(records) — except that
+// records from a source that tracks acknowledgements (rill::kafka_source) keep their ack
+// token in their slice until every window holding the slice has been emitted
+// (at-least-once: record.hpp). push() of an in-time record: one absl::flat_hash_map
+// lookup in its slice's table (the key_by hash is passed in, not recomputed) and one
+// add(). Firing a window emits each of its keys once; a sliding window merges O(1)
+// accumulators per key (two stacks). Sessions: a sorted vector of sessions per key and
+// one timer per key, O(log open session ends) to insert.
 //
 // Thread safety: distinct objects safe, shared objects unsafe: one worker owns an
 // instance and makes every call on its thread. Callbacks run synchronously inside the
@@ -283,8 +285,18 @@ class keyed_window_aggregator {
   std::uint64_t updates() const noexcept { return updates_; }
   /// (key, window) states dropped by discard().
   std::uint64_t discarded() const noexcept { return discarded_; }
-  /// Keys holding state now.
-  std::size_t keys() const noexcept { return keys_.size(); }
+  /// Keys holding state now (for tumbling/sliding: distinct keys over the open slices;
+  /// O(state) for those, O(1) for sessions).
+  std::size_t keys() const {
+    if constexpr (detail::is_session<Assigner>) {
+      return keys_.size();
+    } else {
+      absl::flat_hash_map<detail::hashed_key<K>, char, detail::hashed_key_hash, detail::hashed_key_eq> seen;
+      for (const auto& [j, tab] : slices_)
+        for (const auto& [hk, e] : tab) seen.try_emplace(hk, 0);
+      return seen.size();
+    }
+  }
   /// (key, slice) or (key, session) accumulators held now: the memory bound's unit.
   std::size_t state_entries() const noexcept { return entries_; }
   /// The largest state_entries() seen.
@@ -721,9 +733,6 @@ class keyed_window_aggregator {
     }
   }
 
-  static void release_acks(piece& p) noexcept {
-    if (!p.acks.empty()) p.acks.clear();
-  }
   static std::shared_ptr<ack_token> joined(const acks_t& acks) {
     if (acks.empty()) return nullptr;
     if (acks.size() == 1) return acks.front();
