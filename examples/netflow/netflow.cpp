@@ -1,8 +1,8 @@
 // netflow — the main job: per-window, per-conversation packet and byte counts of packet
 // captures.
 //
-//   pcap_source (one split per --input; with several workers: pcap_frame_source ->
-//     rebalance -> decode, so every worker decodes) -> filter(IP only) -> key_by(5-tuple)
+//   pcap_source (one split per --input; --rebalance: pcap_frame_source -> rebalance ->
+//     decode, so every worker decodes) -> filter(IP only) -> key_by(5-tuple)
 //     -> window(tumbling --window, --max-delay) -> aggregate(packets, bytes)
 //     -> ordered_sink (JSON lines, sorted by window then conversation)
 //
@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
                                     "in-process on 127.0.0.1")
                          ->expected(0, 1);
   app.add_flag("--rebalance", rebalance,
-               "share decoding-side work between the workers of a NUMA node (numa_ring)");
+               "decode on every worker: the reader hands raw frames to the workers of its NUMA "
+               "node (numa_ring)");
   netflow_kafka::options kafka;
   netflow_kafka::add_options(app, kafka);
   // Kafka-only options need --brokers; file-mode-only options are refused in Kafka mode,
@@ -199,10 +200,11 @@ int main(int argc, char** argv) {
   try {
     rill::runtime rt{{.workers = workers, .topology = topology, .handle_signals = true}};
     auto src = interface.empty() ? rill::pcap_source{inputs} : rill::pcap_source::live(interface);
-    // Files on several workers: read raw frames, rebalance, decode on every worker (one
-    // capture file is one split: decoding there would leave the other workers idle).
+    // --rebalance on files: read raw frames, rebalance, decode on every worker (one
+    // capture file is one split). Not the default: handing a frame to another worker
+    // costs about what decoding it does (bench/RESULTS.md "decoding after a rebalance").
     rill::pcap_frame_source frames{inputs};
-    const bool spread = interface.empty() && rt.worker_count() > 1;
+    const bool spread = interface.empty() && rebalance;
     auto stats = spread ? frames.stats() : src.stats();
     std::set<rill::flow_key> conversations;
     const bool enrich = enrich_opt->count() > 0;
