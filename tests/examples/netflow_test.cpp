@@ -166,7 +166,13 @@ TEST(netflow, sigterm_drains_and_flushes_everything_read) {
   const auto out = scratch / "sigterm.jsonl", sum = scratch / "sigterm.summary.json";
   const std::string cmd = std::string(NETFLOW_BINARY) + " --input " + big.string() +
                           " --workers 2 --window 1s --output " + out.string() + " --summary " +
-                          sum.string() + " 2>/dev/null & pid=$!; sleep 0.3; kill -TERM $pid; wait $pid";
+                          sum.string() +
+                          // SIGTERM once the run has started: the runtime catches signals in
+                          // run(), which starts the control and worker threads (>= 3 threads);
+                          // a fixed sleep raced with a slow start on a loaded machine.
+                          " 2>/dev/null & pid=$!; for i in $(seq 1000); do"
+                          " [ $(ls /proc/$pid/task 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.01; done;"
+                          " sleep 0.2; kill -TERM $pid; wait $pid";
   const int status = std::system(("bash -c '" + cmd + "'").c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
