@@ -735,6 +735,9 @@ TEST(keyed_window, bad_options_throw_config_error_with_key) {
   EXPECT_EQ(key_of(rill::sliding{.size = 0s, .slide = 1s}, {}), "window.size");
   EXPECT_EQ(key_of(rill::sliding{.size = 10s, .slide = 0s}, {}), "window.slide");
   EXPECT_EQ(key_of(rill::sliding{.size = 10s, .slide = 11s}, {}), "window.slide");
+  // a record would be in 10^6 + 1 windows (and one result per key for each)
+  EXPECT_EQ(key_of(rill::sliding{.size = 1000001ns, .slide = 1ns}, {}), "window.slide");
+  EXPECT_EQ(key_of(rill::sliding{.size = 1000000ns, .slide = 1ns}, {}), "no throw");
   EXPECT_EQ(key_of(rill::session{0s}, {}), "window.gap");
   EXPECT_EQ(key_of(rill::tumbling{1s}, {.max_delay = -1ns}), "window.max_delay");
   EXPECT_EQ(key_of(rill::tumbling{1s}, {.allowed_lateness = -1ns}), "window.allowed_lateness");

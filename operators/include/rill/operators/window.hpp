@@ -66,14 +66,21 @@ struct tumbling {
 struct sliding {
   std::chrono::nanoseconds size{0};
   std::chrono::nanoseconds slide{0};
-  /// Throws config_error "window.size" (<= 0), "window.slide" (<= 0 or > size: a slide
-  /// larger than the size would leave gaps no window covers).
+  /// A record is in ceil(size / slide) windows, so that many results per key may come of
+  /// it: at most this many (a bound on output per record, not a performance limit).
+  static constexpr std::int64_t max_windows_per_record = 1'000'000;
+  /// Throws config_error "window.size" (<= 0), "window.slide" (<= 0; > size: a slide
+  /// larger than the size would leave gaps no window covers; size / slide >
+  /// max_windows_per_record).
   void validate() const {
     if (size <= std::chrono::nanoseconds::zero())
       throw config_error("window.size", "window.size must be > 0");
     if (slide <= std::chrono::nanoseconds::zero())
       throw config_error("window.slide", "window.slide must be > 0");
     if (slide > size) throw config_error("window.slide", "window.slide must be <= window.size");
+    if (size.count() / slide.count() > max_windows_per_record)
+      throw config_error("window.slide", "window.size / window.slide must be <= 1000000 (a record is in "
+                                         "size / slide windows)");
   }
 };
 
