@@ -6,10 +6,6 @@
 
 #include <gtest/gtest.h>
 
-// The banners write `rill::runtime rt{{.workers = 2}}`, as users do; GCC 12 reports such
-// designated initializers for the members they leave to their default initializers.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 #include <filesystem>
 #include <map>
 #include <mutex>

@@ -51,7 +51,7 @@ struct runtime_options {
   /// Worker threads; 0 = one per core of the topology.
   std::size_t workers = 0;
   /// "" = discover with hwloc; otherwise a synthetic topology, e.g. "2 nodes x 2 cores".
-  std::string topology;
+  std::string topology{};
   /// Pin workers to cores (real topologies only).
   bool pin = true;
   /// Install SIGINT/SIGTERM handlers during run(): first signal = graceful stop.

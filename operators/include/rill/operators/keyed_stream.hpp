@@ -186,6 +186,10 @@ class windowed_stream {
   auto aggregate(A init, Add add) && {
     static_assert(std::is_invocable_v<Add&, A&, const T&>,
                   "rill::windowed_stream::aggregate(init, add): add must be void add(A&, const T&)");
+    static_assert(!std::is_invocable_v<Add&, const A&, const T&>,
+                  "rill::windowed_stream::aggregate(init, add): add must take the accumulator by "
+                  "non-const reference and change it: void add(A&, const T&) (one taking A by value "
+                  "or returning the sum would leave the accumulator unchanged)");
     return std::move(*this).aggregate(agg::fold(std::move(init), std::move(add)));
   }
   /// `.aggregate(init, add, merge)`: ... and void merge(A&, const A&).
@@ -194,6 +198,12 @@ class windowed_stream {
     static_assert(std::is_invocable_v<Add&, A&, const T&> && std::is_invocable_v<Merge&, A&, const A&>,
                   "rill::windowed_stream::aggregate(init, add, merge): add must be void add(A&, const T&), "
                   "merge void merge(A&, const A&)");
+    static_assert(!std::is_invocable_v<Add&, const A&, const T&> &&
+                      !std::is_invocable_v<Merge&, const A&, const A&>,
+                  "rill::windowed_stream::aggregate(init, add, merge): add and merge must take the "
+                  "accumulator they change by non-const reference: void add(A&, const T&), void "
+                  "merge(A&, const A&) (one taking it by value or returning the result would leave it "
+                  "unchanged)");
     return std::move(*this).aggregate(agg::fold(std::move(init), std::move(add), std::move(merge)));
   }
   /// `.reduce(f)`: T f(const T&, const T&), associative. Result T.

@@ -374,7 +374,12 @@ class keyed_window_aggregator {
     if (last_slice_ != slices_.end() && last_slice_->first == j) return last_slice_->second;
     auto [it, fresh] = slices_.try_emplace(j);
     last_slice_ = it;
-    if (fresh) next_fire_ = next_fire_end();  // a new slice may hold an earlier window
+    if (fresh) {
+      // Keys repeat from slice to slice: size the table like its predecessor's instead
+      // of growing it by rehashing (short slices of sliding windows are made often).
+      if (it != slices_.begin()) it->second.reserve(std::prev(it)->second.size());
+      next_fire_ = next_fire_end();  // a new slice may hold an earlier window
+    }
     return it->second;
   }
 

@@ -29,7 +29,9 @@
 //     touch (a.start <= b.end && b.start <= a.end, as Flink's TimeWindow.intersects)
 //     merge into one session [min start, max end). A session closes when the watermark
 //     passes its end (= last event + gap): W > end, since a record at t = end >= W is
-//     still on time and touches it.
+//     still on time and touches it. A session is kept until W passes end +
+//     allowed_lateness; a later record of the key that would have touched it starts a
+//     new session (the closed one was emitted and is gone).
 //
 // Thread safety: plain values and stateless function objects; distinct objects safe.
 #pragma once
@@ -78,7 +80,7 @@ struct sliding {
     if (slide <= std::chrono::nanoseconds::zero())
       throw config_error("window.slide", "window.slide must be > 0");
     if (slide > size) throw config_error("window.slide", "window.slide must be <= window.size");
-    if (size.count() / slide.count() > max_windows_per_record)
+    if ((size.count() - 1) / slide.count() + 1 > max_windows_per_record)  // ceil(size / slide)
       throw config_error("window.slide", "window.size / window.slide must be <= 1000000 (a record is in "
                                          "size / slide windows)");
   }
