@@ -60,6 +60,9 @@ struct pcap_reader::handle {
   // tracked here instead of asking the FILE* (ftell costs an lseek syscall per record).
   bool classic = false;
   std::int64_t next_offset = -1;
+  // libpcap returns a record with caplen above the snapshot length cut to it (and skips
+  // the rest in the file), so a record of exactly `snapshot` bytes asks the FILE* instead.
+  std::uint32_t snapshot = 0;
   ~handle() {
     if (p != nullptr) ::pcap_close(p);  // also closes the FILE* of offline captures
   }
@@ -99,6 +102,7 @@ pcap_reader pcap_reader::open(const std::string& path) {
   h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
   h->next_offset = std::ftell(f);
   h->classic = h->next_offset == 24 && ::pcap_major_version(h->p) == 2;
+  h->snapshot = static_cast<std::uint32_t>(::pcap_snapshot(h->p));
   const int dlt = ::pcap_datalink(h->p);
   if (!is_supported_linktype(dlt)) {
     throw pcap_error(pcap_errc::unsupported_linktype,
@@ -145,6 +149,15 @@ pcap_reader pcap_reader::open_live(const std::string& interface) {
 
 int pcap_reader::linktype() const noexcept { return h_ ? ::pcap_datalink(h_->p) : -1; }
 
+int pcap_reader::snapshot() const noexcept { return h_ ? ::pcap_snapshot(h_->p) : -1; }
+
+bool pcap_reader::seek(std::int64_t offset) noexcept {
+  if (!h_ || live_ || !h_->classic || offset < 0) return false;
+  if (::fseeko(::pcap_file(h_->p), static_cast<off_t>(offset), SEEK_SET) != 0) return false;
+  h_->next_offset = offset;
+  return true;
+}
+
 int pcap_reader::selectable_fd() const noexcept {
   return (h_ && live_) ? ::pcap_get_selectable_fd(h_->p) : -1;
 }
@@ -174,7 +187,10 @@ read_status pcap_reader::next(pcap_record& out) noexcept {
     out.cap_len = hdr->caplen;
     out.wire_len = hdr->len;
     out.file_offset = offset;
-    if (h_->classic) h_->next_offset += 16 + std::int64_t{hdr->caplen};
+    if (h_->classic) {
+      h_->next_offset = hdr->caplen < h_->snapshot ? h_->next_offset + 16 + std::int64_t{hdr->caplen}
+                                                   : std::int64_t{::ftello(::pcap_file(h_->p))};
+    }
     out.data = {reinterpret_cast<const std::byte*>(bytes), hdr->caplen};
     ++counters_.records;
     return read_status::ok;

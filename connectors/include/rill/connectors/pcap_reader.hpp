@@ -122,6 +122,15 @@ class pcap_reader {
 
   /// Link type of the capture (DLT value from pcap_datalink, e.g. 1, 12 for raw IP).
   int linktype() const noexcept;
+  /// Snapshot length libpcap applies (pcap_snapshot): the file header's snaplen, or the
+  /// link type's maximum when that field is 0 or too large. Bytes. Records with a larger
+  /// caplen come back cut to it. -1 when moved from.
+  int snapshot() const noexcept;
+  /// Classic pcap files only: the next next() reads the record whose 16-byte header
+  /// starts at byte `offset` (as pcap_record::file_offset reports it) and continues from
+  /// there. Clears nothing: after an error the reader stays in error. Returns false (and
+  /// does nothing) for pcapng, live readers, or when fseek fails. Owning thread only.
+  bool seek(std::int64_t offset) noexcept;
   /// File path, or interface name for live readers.
   const std::string& name() const noexcept { return name_; }
   /// For live readers: a descriptor that becomes readable when packets arrive; -1 for
