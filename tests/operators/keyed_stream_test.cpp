@@ -7,6 +7,8 @@
 // computation in the comment; none from a run of the operator.
 #include "rill/operators/keyed_stream.hpp"
 
+#include "../support/collected.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,16 +45,7 @@ struct ev {
   int key;
 };
 
-// A thread-safe collector shared by every worker's sink copy.
-template <class T>
-struct collected {
-  std::mutex mu;
-  std::vector<T> items;
-  void add(T v) {
-    std::lock_guard lk(mu);
-    items.push_back(std::move(v));
-  }
-};
+using rill_test::collected;  // a thread-safe collector shared by every worker's sink copy
 
 // (key, start ms, end ms, ids sorted, update)
 using ids_row = std::tuple<int, std::int64_t, std::int64_t, std::vector<int>, bool>;

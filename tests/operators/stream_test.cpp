@@ -1,6 +1,8 @@
 // Tests of the pipeline DSL run on the real runtime (worker threads, exchanges).
 #include "rill/operators/stream.hpp"
 
+#include "../support/collected.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,16 +24,7 @@ namespace {
 
 rill::event_time at(std::chrono::nanoseconds d) { return rill::event_time{d}; }
 
-// A thread-safe collector shared by every worker's sink copy.
-template <class T>
-struct collected {
-  std::mutex mu;
-  std::vector<T> items;
-  void add(T v) {
-    std::lock_guard lk(mu);
-    items.push_back(std::move(v));
-  }
-};
+using rill_test::collected;  // a thread-safe collector shared by every worker's sink copy
 
 std::vector<rill::record<int>> numbers(int n) {
   std::vector<rill::record<int>> v;
