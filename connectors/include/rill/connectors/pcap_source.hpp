@@ -2,7 +2,9 @@
 // rill source of decoded packets.
 //
 // Defines:
-//   rill::pcap_source        source_of<packet>: one split per capture file, or one live split
+//   rill::pcap_source        source_of<packet>: one split per capture file (or N, see
+//                            below), or one live split
+//   rill::pcap_source_options how many splits a file becomes, and their chunk size
 //   rill::pcap_source_stats  totals over all splits: packets, bytes, per protocol, non-IP,
 //                            truncated/malformed, read errors
 //
@@ -23,20 +25,32 @@
 // and "FILE: ... at byte offset N" lands in run_report::errors (and stats->errors).
 // A live split never ends by itself: it ends on runtime::request_stop() / SIGINT.
 //
+// Splitting one file (pcap_source_options::splits_per_file = N > 1): a classic pcap file
+// on disk becomes N splits of interleaved chunks of records (rill::pcap_split_reader),
+// so N workers decode it. Same packets (as a multiset; each split is in file order), same
+// stats, same errors as one split. Files that cannot be split (pcapng, FIFOs,
+// /dev/stdin, older pcap versions) and live captures stay one split.
+//   rill::runtime rt{{.workers = 2}};
+//   rill::pcap_source src{{"big.pcap"}, {.splits_per_file = rt.worker_count()}};
+//
 // Thread safety: stats counters are relaxed atomics, updated by the worker reading the
-// split once per slice, readable from any thread.
+// split once per slice, readable from any thread. split_count() and open() of one
+// object are called from one thread (runtime::run does).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "rill/connectors/packet.hpp"
 #include "rill/connectors/pcap_reader.hpp"
+#include "rill/connectors/pcap_split_reader.hpp"
 #include "rill/core/source.hpp"
 
 namespace rill {
@@ -47,13 +61,24 @@ struct pcap_source_stats {
   std::array<std::atomic<std::uint64_t>, 6> by_proto{};
 };
 
+struct pcap_source_options {
+  /// Splits per splittable capture file (pcap_split_reader::splittable); 0 and 1 mean
+  /// one split per file, pcap_reader as without options. netflow passes the worker
+  /// count: split i runs on worker i mod workers.
+  std::size_t splits_per_file = 1;
+  /// Records per chunk of a split file (see pcap_split_reader). >= 1.
+  std::size_t records_per_chunk = pcap_split_reader::default_records_per_chunk;
+};
+
 class pcap_source {
  public:
   using value_type = packet;
 
-  /// Capture files, read as one split each (one input each downstream).
-  explicit pcap_source(std::vector<std::string> files)
-      : files_(std::move(files)), stats_(std::make_shared<pcap_source_stats>()) {}
+  /// Capture files, read as one split each (one input each downstream), or as
+  /// `options.splits_per_file` splits each when the file is splittable. Opens nothing.
+  explicit pcap_source(std::vector<std::string> files, pcap_source_options options = {})
+      : files_(std::move(files)), options_(options),
+        stats_(std::make_shared<pcap_source_stats>()) {}
   /// A live interface (libpcap, non-blocking), one split.
   static pcap_source live(std::string interface) {
     pcap_source s{{std::move(interface)}};
@@ -61,21 +86,37 @@ class pcap_source {
     return s;
   }
 
-  std::size_t split_count() const noexcept { return files_.size(); }
+  /// Number of splits: one per file, or splits_per_file per splittable file (decided
+  /// now: stats each file and reads its first 24 bytes, blocking). Remembers the layout
+  /// for open(). Not thread-safe against open() on the same object.
+  std::size_t split_count() const {
+    layout_.clear();
+    const std::size_t n = live_ ? 1 : std::max<std::size_t>(options_.splits_per_file, 1);
+    for (std::size_t f = 0; f < files_.size(); ++f) {
+      const std::size_t parts = (n > 1 && pcap_split_reader::splittable(files_[f])) ? n : 1;
+      for (std::size_t i = 0; i < parts; ++i) layout_.push_back({f, i, parts});
+    }
+    return layout_.size();
+  }
   std::shared_ptr<pcap_source_stats> stats() const noexcept { return stats_; }
 
   class reader {
    public:
     reader(pcap_reader r, std::shared_ptr<pcap_source_stats> s, bool live)
         : r_(std::move(r)), stats_(std::move(s)), live_(live) {}
+    /// Split of a file (see pcap_split_reader); r is not read.
+    reader(pcap_split_reader sr, std::shared_ptr<pcap_source_stats> s)
+        : r_(), split_(std::move(sr)), stats_(std::move(s)), live_(false) {}
 
+    /// Reads up to `max` records, emitting one record<packet> each. Never blocks (live:
+    /// returns idle when nothing is there). On the split's worker.
     template <class Emit>
     poll_status poll(Emit&& emit, std::size_t max) {
       local l;
       poll_status st = poll_status::more;
       for (std::size_t n = 0; n < max; ++n) {
         packet p;
-        const auto rs = r_.next(p);
+        const auto rs = split_ ? split_->next(p) : r_->next(p);
         if (rs == read_status::ok) {
           ++l.packets;
           l.bytes += p.wire_len;
@@ -96,9 +137,10 @@ class pcap_source {
       publish(l);
       return st;
     }
-    std::string error() const { return r_.error_message(); }
+    /// After poll() returned error: "FILE: record at byte offset N ...".
+    std::string error() const { return split_ ? split_->error_message() : r_->error_message(); }
     /// For live captures: wait on this descriptor before polling again (-1 for files).
-    int selectable_fd() const noexcept { return r_.selectable_fd(); }
+    int selectable_fd() const noexcept { return r_ ? r_->selectable_fd() : -1; }
 
    private:
     struct local {
@@ -115,21 +157,32 @@ class pcap_source {
       add(stats_->errors, l.errors);
       for (std::size_t i = 0; i < l.by_proto.size(); ++i) add(stats_->by_proto[i], l.by_proto[i]);
     }
-    pcap_reader r_;
+    std::optional<pcap_reader> r_;
+    std::optional<pcap_split_reader> split_;
     std::shared_ptr<pcap_source_stats> stats_;
     bool live_;
   };
 
-  /// Opens split i. Throws pcap_error (see the banner).
+  /// Opens split i (< split_count()). Blocking: opens the file, reads its header (and maps
+  /// it, for a split file). Throws pcap_error (see the banner).
   reader open(std::size_t split) const {
-    return reader{live_ ? pcap_reader::open_live(files_.at(split)) : pcap_reader::open(files_.at(split)),
-                  stats_, live_};
+    if (layout_.empty()) split_count();
+    const part& p = layout_.at(split);
+    const std::string& name = files_.at(p.file);
+    if (live_) return reader{pcap_reader::open_live(name), stats_, true};
+    if (p.of == 1) return reader{pcap_reader::open(name), stats_, false};
+    return reader{pcap_split_reader::open(name, p.index, p.of, options_.records_per_chunk), stats_};
   }
 
  private:
+  struct part {
+    std::size_t file, index, of;  // split `index` of `of` of files_[file]
+  };
   std::vector<std::string> files_;
+  pcap_source_options options_;
   std::shared_ptr<pcap_source_stats> stats_;
   bool live_ = false;
+  mutable std::vector<part> layout_;  // of the last split_count()
 };
 
 }  // namespace rill
