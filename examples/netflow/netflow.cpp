@@ -199,7 +199,11 @@ int main(int argc, char** argv) {
 
   try {
     rill::runtime rt{{.workers = workers, .topology = topology, .handle_signals = true}};
-    auto src = interface.empty() ? rill::pcap_source{inputs} : rill::pcap_source::live(interface);
+    // Capture files: each splittable file is read as one split per worker (interleaved
+    // chunks of records), so every worker decodes. --rebalance reads them whole.
+    auto src = !interface.empty() ? rill::pcap_source::live(interface)
+               : rebalance       ? rill::pcap_source{inputs}
+                                 : rill::pcap_source{inputs, {.splits_per_file = rt.worker_count()}};
     // --rebalance on files: read raw frames, rebalance, decode on every worker (one
     // capture file is one split). Not the default: handing a frame to another worker
     // costs about what decoding it does (bench/RESULTS.md "decoding after a rebalance").
