@@ -1,8 +1,9 @@
 // netflow — the main job: per-window, per-conversation packet and byte counts of packet
 // captures.
 //
-//   pcap_source (one split per --input; --rebalance: pcap_frame_source -> rebalance ->
-//     decode, so every worker decodes) -> filter(IP only) -> key_by(5-tuple)
+//   pcap_source (a classic pcap file: one split per worker; pcapng, FIFO, --interface:
+//     one split; --rebalance: pcap_frame_source -> rebalance -> decode)
+//     -> filter(IP only) -> key_by(5-tuple)
 //     -> window(tumbling --window, --max-delay) -> aggregate(packets, bytes)
 //     -> ordered_sink (JSON lines, sorted by window then conversation)
 //

@@ -9,6 +9,7 @@
 //      the packets and the stats of pcap_source -> sink.
 #include "rill/connectors/pcap_frame.hpp"
 
+#include "captures.hpp"
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -122,21 +123,7 @@ void expect_same_paths(const std::string& path) {
   EXPECT_EQ(stats_snapshot(*frames.stats()), stats_snapshot(*packets.stats()));
 }
 
-std::vector<std::string> real_captures() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& dir : {fs::path(RILL_SHARED_DIR) / "data" / "pcap",
-                          fs::path("/usr/share/doc/python3-dpkt/examples/data")}) {
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const auto ext = e.path().extension();
-      if (ext == ".pcap" || ext == ".pcapng") out.push_back(e.path().string());
-    }
-  }
-  if (fs::exists("/usr/share/sip-tester/g711a.pcap"))
-    out.push_back("/usr/share/sip-tester/g711a.pcap");
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using rill_test::real_captures;
 
 TEST(pcap_frame_real, every_capture_decodes_the_same_as_pcap_source) {
   const auto captures = real_captures();
@@ -146,20 +133,7 @@ TEST(pcap_frame_real, every_capture_decodes_the_same_as_pcap_source) {
   std::cout << "compared " << captures.size() << " captures\n";
 }
 
-class pcap_frame_files : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("rill_pcap_frame_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
-};
+class pcap_frame_files : public rill_test::scratch_dir_test {};
 
 const addr16 h1 = v4(192, 168, 1, 10);
 const addr16 h2 = v4(10, 0, 0, 2);

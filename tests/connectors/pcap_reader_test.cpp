@@ -7,6 +7,7 @@
 //   4. examples/pcapgen output read back with exact counts.
 #include "rill/connectors/pcap_reader.hpp"
 
+#include "captures.hpp"
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -179,20 +180,7 @@ TEST(pcap_reader_truth, timestamps_are_exact_for_pcap_and_pcapng) {
 // ---------------------------------------------------------------------------------
 // Generated files.
 
-class pcap_files : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("rill_pcap_reader_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
-};
+class pcap_files : public rill_test::scratch_dir_test {};
 
 const addr16 h1 = v4(192, 168, 1, 10);
 const addr16 h2 = v4(10, 0, 0, 2);

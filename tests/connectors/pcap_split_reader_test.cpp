@@ -12,6 +12,7 @@
 //      and a cut-off file one run_report error.
 #include "rill/connectors/pcap_split_reader.hpp"
 
+#include "captures.hpp"
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -121,21 +122,7 @@ void expect_same_as_one_split(const std::string& path,
   }
 }
 
-std::vector<std::string> real_captures() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& dir : {fs::path(RILL_SHARED_DIR) / "data" / "pcap",
-                          fs::path("/usr/share/doc/python3-dpkt/examples/data")}) {
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const auto ext = e.path().extension();
-      if (ext == ".pcap" || ext == ".pcapng") out.push_back(e.path().string());
-    }
-  }
-  if (fs::exists("/usr/share/sip-tester/g711a.pcap"))
-    out.push_back("/usr/share/sip-tester/g711a.pcap");
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using rill_test::real_captures;
 
 TEST(pcap_split_real, every_capture_gives_pcap_source_packets_with_1_2_3_splits) {
   const auto captures = real_captures();
@@ -150,20 +137,7 @@ TEST(pcap_split_real, every_capture_gives_pcap_source_packets_with_1_2_3_splits)
   std::cout << "compared " << captures.size() << " captures, " << splittable << " splittable\n";
 }
 
-class pcap_split_files : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("rill_pcap_split_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
-};
+class pcap_split_files : public rill_test::scratch_dir_test {};
 
 // Record start offsets of a classic little-endian-or-not pcap file, read with pcap_reader.
 std::vector<std::int64_t> record_offsets(const std::string& path) {
