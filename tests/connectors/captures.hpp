@@ -7,6 +7,7 @@
 //                                sorted (empty when none is installed: callers skip)
 //   rill_test::scratch_dir_test  a GoogleTest fixture with dir_, a fresh directory under
 //                                the system temp dir, removed after the test
+//   rill_test::stats_snapshot    a pcap_source_stats read once, comparable and printable
 //
 // Example:
 //   class pcap_files : public rill_test::scratch_dir_test {};
@@ -19,8 +20,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "rill/connectors/pcap_source.hpp"
+
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -59,5 +65,26 @@ class scratch_dir_test : public ::testing::Test {
   }
   std::filesystem::path dir_;
 };
+
+/// The counters of a pcap_source_stats at one moment (read after the run).
+struct stats_snapshot {
+  std::uint64_t packets, bytes, truncated, errors;
+  std::array<std::uint64_t, 6> by_proto;
+  explicit stats_snapshot(const rill::pcap_source_stats& s)
+      : packets(s.packets.load()),
+        bytes(s.bytes.load()),
+        truncated(s.truncated.load()),
+        errors(s.errors.load()),
+        by_proto{} {
+    for (std::size_t i = 0; i < by_proto.size(); ++i) by_proto[i] = s.by_proto[i].load();
+  }
+  friend bool operator==(const stats_snapshot&, const stats_snapshot&) = default;
+};
+inline std::ostream& operator<<(std::ostream& os, const stats_snapshot& s) {
+  os << "packets " << s.packets << " bytes " << s.bytes << " truncated " << s.truncated
+     << " errors " << s.errors << " by_proto";
+  for (auto v : s.by_proto) os << ' ' << v;
+  return os;
+}
 
 }  // namespace rill_test

@@ -47,25 +47,7 @@ auto fields(const rill::packet& p) {
 }
 bool less(const rill::packet& a, const rill::packet& b) { return fields(a) < fields(b); }
 
-struct stats_snapshot {
-  std::uint64_t packets, bytes, truncated, errors;
-  std::array<std::uint64_t, 6> by_proto;
-  explicit stats_snapshot(const rill::pcap_source_stats& s)
-      : packets(s.packets.load()),
-        bytes(s.bytes.load()),
-        truncated(s.truncated.load()),
-        errors(s.errors.load()),
-        by_proto{} {
-    for (std::size_t i = 0; i < by_proto.size(); ++i) by_proto[i] = s.by_proto[i].load();
-  }
-  friend bool operator==(const stats_snapshot&, const stats_snapshot&) = default;
-};
-std::ostream& operator<<(std::ostream& os, const stats_snapshot& s) {
-  os << "packets " << s.packets << " bytes " << s.bytes << " truncated " << s.truncated
-     << " errors " << s.errors << " by_proto";
-  for (auto v : s.by_proto) os << ' ' << v;
-  return os;
-}
+using rill_test::stats_snapshot;
 
 // Every split of a source read to its end, in slices of 256 as the driver reads.
 struct drained {
