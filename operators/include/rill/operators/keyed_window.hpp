@@ -230,7 +230,7 @@ class keyed_window_aggregator {
     fire_ready(on_result);
   }
   /// `input` ended (it no longer holds W back). When all inputs ended, W = +infinity and
-  /// every window fires (CASES.md C20 a, c). Idempotent.
+  /// every window fires; an ended input no longer holds W (Flink FLINK-3554, FLINK-2577). Idempotent.
   template <class OnResult>
   void end(std::size_t input, OnResult&& on_result) {
     tracker_.end(input);
@@ -243,7 +243,7 @@ class keyed_window_aggregator {
     fire_ready(on_result);
   }
   /// Drops every open window without emitting it (window_options::stop_policy::discard;
-  /// CASES.md C20 b). The ack tokens they hold are failed first, so a Kafka source does
+  /// Flink cancel). The ack tokens they hold are failed first, so a Kafka source does
   /// not commit the records they held. Returns the number of (key, window) states
   /// dropped (slices for tumbling/sliding, sessions), also added to discarded().
   std::size_t discard() {

@@ -122,7 +122,7 @@ struct window_options {
   /// fires early on partial data, counted as discarded; with a Kafka source their
   /// offsets are not committed, so a restart reads them again) or `fire` (like
   /// `flink stop --drain`: every open window fires as at end of stream). A clean end of
-  /// every input always fires every window (CASES.md C20).
+  /// every input always fires every window (as Flink since FLINK-3554).
   enum class stop_policy { discard, fire } on_stop = stop_policy::discard;
 
   /// Throws config_error "window.max_delay", "window.allowed_lateness",
