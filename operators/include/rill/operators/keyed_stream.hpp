@@ -62,7 +62,6 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
   aggregator agg;
   KeyFn key;
   Late late_fn;
-  window_options opts;
   runtime* rt;
   stage_counters* c;
   stage_in<output>* down = nullptr;
@@ -72,10 +71,10 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
   keyed_window_stage(Assigner a, window_options o, Agg g, std::size_t inputs, KeyFn k, Late l, runtime* r,
                      stage_counters* cs)
       : agg(a, o, std::move(g), inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{}),
-        key(std::move(k)), late_fn(std::move(l)), opts(o), rt(r), c(cs), inputs_left(inputs) {}
+        key(std::move(k)), late_fn(std::move(l)), rt(r), c(cs), inputs_left(inputs) {}
 
   steady_time now() const {
-    return opts.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{};
+    return agg.options().idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{};
   }
   auto on_result() {
     return [this](record<output>&& r) {
@@ -113,7 +112,7 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
   // open windows are dropped instead, at each stopped input's end.
   void on_end(std::size_t in) override {
     auto emit = on_result();
-    if (rt && rt->stop_requested() && opts.on_stop == window_options::stop_policy::discard) {
+    if (rt && rt->stop_requested() && agg.options().on_stop == window_options::stop_policy::discard) {
       c->add(c->discarded, agg.discard());
     } else {
       agg.end(in, emit);

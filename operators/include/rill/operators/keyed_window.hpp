@@ -302,6 +302,8 @@ class keyed_window_aggregator {
   /// The largest state_entries() seen.
   std::size_t peak_state_entries() const noexcept { return peak_entries_; }
   const watermark_tracker& tracker() const noexcept { return tracker_; }
+  /// The validated options.
+  const window_options& options() const noexcept { return options_; }
 
  private:
   using acks_t = std::vector<std::shared_ptr<ack_token>>;
@@ -603,13 +605,6 @@ class keyed_window_aggregator {
   // touches it (they merge), so the watermark must pass the end, not only reach it.
   static event_time closes_at(std::int64_t hi) noexcept { return detail::clamp_time(detail::wide(hi) + 1); }
 
-  node& find_or_add(const K& key, std::size_t hash) {
-    detail::hashed_key<K> hk{key, hash};
-    auto it = keys_.find(hk);
-    if (it == keys_.end()) it = keys_.emplace(std::move(hk), key_state{}).first;
-    return *it;
-  }
-
   template <class OnResult, class LateThunk>
   void fold_session(const K& key, std::size_t hash, const T& value, event_time t, event_time w,
                     std::shared_ptr<ack_token>&& ack, OnResult& on_result, LateThunk& late) {
@@ -635,7 +630,7 @@ class keyed_window_aggregator {
       late(t, event_time{std::chrono::nanoseconds{hi}});
       return;
     }
-    node& n = it != keys_.end() ? *it : find_or_add(key, hash);
+    node& n = it != keys_.end() ? *it : *keys_.emplace(detail::hashed_key<K>{key, hash}, key_state{}).first;
     auto& p = n.second.pieces;
     if (a == b) {  // a new session
       p.insert(p.begin() + std::ptrdiff_t(a), piece{lo, hi, agg_.init(), {}});
