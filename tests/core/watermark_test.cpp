@@ -1,7 +1,7 @@
-// Tests for rill/core/watermark.hpp: the watermark rule of DESIGN.md "Records, time,
-// watermarks" and the idle-input case CASES.md C02. Processing time comes from a
-// manual_clock (STYLE.md rule 7: no sleeps). Every expected value is worked by hand in
-// the comment next to it.
+// Tests for rill/core/watermark.hpp: the watermark rule of docs/design.md "Records, time,
+// watermarks", the idle-input case (C02), and partition_progress. Processing time comes
+// from a manual_clock (no sleeps). Every expected value is worked by hand in the comment
+// next to it.
 #include "rill/core/watermark.hpp"
 
 #include <gtest/gtest.h>
@@ -102,7 +102,7 @@ TEST(watermark_tracker, end_of_an_input_that_sent_nothing) {
   EXPECT_EQ(wm.current(), at(7s));
 }
 
-// CASES.md C02, first form: one of two readers has no partition and never sends.
+// C02, first form: one of two readers has no partition and never sends.
 TEST(watermark_tracker, silent_input_becomes_idle_after_timeout) {
   rill::manual_clock clk;  // t = 0
   watermark_tracker wm{2, 0s, 1s, clk.now()};
@@ -120,7 +120,7 @@ TEST(watermark_tracker, silent_input_becomes_idle_after_timeout) {
   EXPECT_EQ(wm.current(), at(12s));  // min over {input 0} = 12 - 0
 }
 
-// CASES.md C02 variant: p1 sends one event at 0 then goes silent; when it comes back it
+// C02 variant: p1 sends one event at 0 then goes silent; when it comes back it
 // counts again, and its data is late only when older than the current W.
 TEST(watermark_tracker, idle_input_comes_back_and_counts_again) {
   rill::manual_clock clk;
@@ -222,6 +222,62 @@ TEST(watermark_tracker, bad_configuration_throws_config_error_with_key) {
   EXPECT_EQ(key_of([&] { watermark_tracker{1, -1ns, 0s, clk.now()}; }), "watermark.max_delay");
   EXPECT_EQ(key_of([&] { watermark_tracker{1, 0s, -1ns, clk.now()}; }), "watermark.idle_timeout");
   EXPECT_THROW((watermark_tracker{0, 0s, 0s, clk.now()}), std::invalid_argument);
+}
+
+// ---- partition_progress: one split holding several partitions ----
+
+TEST(partition_progress, minimum_over_held_partitions_with_unread_ones_at_minus_infinity) {
+  rill::manual_clock clk;
+  rill::partition_progress pp{0s};  // never idle
+  EXPECT_EQ(pp.current(clk.now()), event_time_min);  // nothing held: no claim
+  pp.assign({0, 1}, clk.now());
+  pp.observe(0, at(10s), clk.now());
+  pp.observe(0, at(20s), clk.now());
+  EXPECT_EQ(pp.current(clk.now()), event_time_min);  // partition 1 unread: -inf
+  pp.observe(1, at(5s), clk.now());
+  EXPECT_EQ(pp.current(clk.now()), at(5s));  // min(20, 5)
+  pp.observe(1, at(3s), clk.now());
+  EXPECT_EQ(pp.current(clk.now()), at(5s));  // an older record does not lower a partition
+  pp.observe(1, at(30s), clk.now());
+  EXPECT_EQ(pp.current(clk.now()), at(20s));  // min(20, 30)
+}
+
+TEST(partition_progress, assign_keeps_held_state_drops_revoked_and_adds_new_at_minus_infinity) {
+  rill::manual_clock clk;
+  rill::partition_progress pp{0s};
+  pp.assign({0, 1}, clk.now());
+  pp.observe(0, at(10s), clk.now());
+  pp.observe(1, at(4s), clk.now());
+  pp.assign({0}, clk.now());  // 1 revoked: it stops holding progress back
+  EXPECT_EQ(pp.current(clk.now()), at(10s));
+  EXPECT_EQ(pp.partitions(), 1u);
+  pp.assign({0, 2}, clk.now());  // 2 new: -inf until read; 0 keeps its 10 s
+  EXPECT_EQ(pp.current(clk.now()), event_time_min);
+  pp.observe(2, at(12s), clk.now());
+  EXPECT_EQ(pp.current(clk.now()), at(10s));
+  pp.observe(7, at(1s), clk.now());  // a record from a partition not listed yet is added
+  EXPECT_EQ(pp.partitions(), 3u);
+  EXPECT_EQ(pp.current(clk.now()), at(1s));
+}
+
+TEST(partition_progress, idle_partitions_leave_the_minimum_and_all_idle_claims_the_maximum) {
+  rill::manual_clock clk;
+  rill::partition_progress pp{10s};
+  pp.assign({0, 1}, clk.now());
+  pp.observe(0, at(50s), clk.now());
+  pp.observe(1, at(8s), clk.now());
+  clk.advance(6s);
+  pp.observe(0, at(60s), clk.now());
+  EXPECT_EQ(pp.current(clk.now()), at(8s));  // 1 silent 6 s < 10 s: still counts
+  clk.advance(4s);
+  EXPECT_EQ(pp.current(clk.now()), at(60s));  // 1 silent 10 s: idle; 0 silent 4 s
+  clk.advance(6s);
+  EXPECT_EQ(pp.current(clk.now()), at(60s));  // both idle: max(60, 8)
+  pp.touch(clk.now());  // e.g. the split was blocked: nobody is idle from now
+  EXPECT_EQ(pp.current(clk.now()), at(8s));
+  clk.advance(9s);
+  pp.observe(1, at(9s), clk.now());  // 1 back with a record: counts again
+  EXPECT_EQ(pp.current(clk.now()), at(9s));
 }
 
 }  // namespace

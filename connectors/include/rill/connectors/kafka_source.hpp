@@ -1,5 +1,5 @@
 // rill/connectors/kafka_source.hpp — read Kafka topics with consumer-group scaling and
-// at-least-once offset commits (DESIGN.md "Kafka").
+// at-least-once offset commits.
 //
 // Defines:
 //   rill::kafka_source_options   brokers, group, topics, commit interval, timeouts
@@ -7,8 +7,8 @@
 //   rill::kafka_topic            a record's topic name: interned, copied as a pointer
 //   rill::kafka_bad_message      what the error side output receives for an undecodable one
 //   rill::kafka_source_stats     counters (atomics, read from any thread)
-//   rill::kafka_source<K, V>     a rill::source_of<kafka_record<K, V>>, one split per worker
-//   rill::from(kafka_source)     its stream, with a driver that keeps polling under backpressure
+//   rill::kafka_source<K, V>     a rill::source_of<kafka_record<K, V>>, one split per worker;
+//                                its stream is rill::from(src) (core's source_driver)
 //
 // Example (topic -> map -> topic; see kafka_sink.hpp):
 //   rill::kafka_source<> src{{.brokers = "127.0.0.1:19092", .group = "g", .topics = {"in"}}};
@@ -18,65 +18,40 @@
 //   rill::runtime rt{{.workers = 2, .handle_signals = true}};
 //   rt.run(rill::from(std::move(src)).filter(keep).sink(out));   // until SIGTERM
 //
-// Rules:
-//   - Group: every split is one librdkafka KafkaConsumer in `group`; Kafka spreads the
-//     partitions over splits and over processes (scale-out = start more processes).
+// Rules (the reasons are in docs/design.md "Kafka source"):
+//   - Group: each split is one librdkafka KafkaConsumer in `group`; Kafka spreads the
+//     partitions over splits and processes (scale-out = start more processes).
 //     `cooperative` selects the cooperative-sticky assignor (incremental rebalances).
-//   - Polling: consume(0) from the worker loop, never blocking; `idle` when nothing came.
-//     Under backpressure (on_flush() == false) the driver of rill::from(kafka_source)
-//     first just stops consuming (re-checking every 500 µs). Blocked for pause_after or
-//     longer, it pauses the split's assigned partitions and keeps calling consume(0), so
-//     the member is not evicted by max.poll.interval.ms and rebalances are served; it
-//     resumes exactly the partitions it paused. Why not pause at once: a pause drops
-//     librdkafka's prefetched messages for those partitions and a resume waits for a new
-//     fetch, 0.3-0.6 s on the broker here — with enrich at 100 ms per request, pausing on
-//     every short stall held throughput at about a third (examples/enrichment Kafka mode).
-//     (With the generic rill::from(source_of) driver there is no polling while blocked.)
+//   - Polling: consume(0) on the worker loop, never blocking. Under backpressure the
+//     split stops consuming; blocked for pause_after or longer, it pauses its partitions
+//     and keeps calling consume(0) (the member is not evicted by max.poll.interval.ms and
+//     rebalances are served), then resumes exactly the partitions it paused.
+//   - Start: no split emits a record until every split of the source in this process had
+//     its first assignment, or start_timeout passed; meanwhile they serve the group.
 //   - Event time: the message timestamp (ms, CreateTime or LogAppendTime), or
 //     event_time_from(f). record.position = {pid, offset}: pid is the Kafka partition
 //     for the source's first topic; topic number n (in first-seen order) adds n << 16.
-//   - Start: the splits of one source in one process join the group one after the other;
-//     a split that read records before the others joined would lose those partitions at
-//     the rebalance their joins cause, and the new owner would read the records again
-//     (duplicates; with the broker's default group.initial.rebalance.delay.ms = 3 s it
-//     rarely happens; with 0, our test broker, 1 run in 3 of a test). So no split emits
-//     a record until every split of the source in this process has had its first
-//     assignment, or start_timeout passed; meanwhile they serve the group (keepalive).
-//   - Per-partition watermarks (Flink's Kafka source does the same): a split's progress
-//     marker is the minimum, over the partitions it holds, of the largest event time read
-//     from each; a record's own time does not advance progress (rill::advances_progress).
-//     So a partition read behind the others (fetch order is not time order) does not make
-//     its records late downstream. A partition held but not read from yet counts as
-//     -infinity; one silent for idle_partition_timeout stops counting until its next
-//     record; when all are silent, the split claims the largest time read from any (the
-//     last windows fire). Revoked partitions stop counting at once.
-//   - At-least-once (kafka_ack.hpp, record.hpp): auto commit and auto offset store are
-//     off. Each emitted record carries an ack token (record.ack); every record derived
-//     from it (map, flat_map, key_by, window_sort windows, enrich) holds a copy, and the
-//     offset is done when the last copy is gone (filter drop, sink done, Kafka delivery
-//     report). A partition's committed offset is the lowest offset not done (or last
-//     done + 1). A failed delivery (ack->fail()) is never done: the partition is not
-//     committed past it in this run (stats().held) and the message is redelivered after
-//     a restart. Commits: every commit_interval (async), on revoke (sync, before the
-//     partitions are given up; in-flight records of revoked partitions are forgotten and
-//     redelivered to the new owner), and on shutdown (sync, after waiting up to
-//     drain_timeout for what is in flight downstream, e.g. behind a key_by). A commit
-//     that fails (rebalance in progress, coordinator away during a broker restart) is
-//     sent again by the next one; the final one is retried while the group finishes a
-//     rebalance (the consumer is served meanwhile), for at most drain_timeout.
-//   - Eager rebalance (the default protocol revokes every partition at each member join
-//     or leave): a revoked partition (not lost) that the next assignment hands straight
-//     back to the same split, with the broker's committed offset still the one this split
-//     last had confirmed, keeps its generation and its in-flight records, and the split
-//     reads on from its position: records sitting in open windows are not replayed.
-//     Checking that costs one OffsetFetch (up to 5 s, on the worker) in that assignment.
-//     Any other partition starts from the committed offset (duplicates, never losses).
-//   - Bad messages: a key/value deserialiser that throws sends the message to the error
-//     side output (topic, partition, offset, reason), counts it in stats().bad, and the
-//     offset is done: the partition goes on and is committed past it.
+//   - Per-partition watermarks: a split's progress is rill::partition_progress over the
+//     partitions it holds (core/watermark.hpp), with idle_partition_timeout; a record's
+//     own time does not advance progress (rill::advances_progress).
+//   - At-least-once (record.hpp's ack tokens): auto commit and auto offset store are off.
+//     An offset is done when the last record derived from it is gone (filter drop, sink
+//     done, Kafka delivery report); a partition's committed offset is the lowest offset
+//     not done. A failed delivery (ack->fail()) is never done (stats().held): the message
+//     is redelivered after a restart. Commits: every commit_interval (async), on revoke
+//     (sync, before the partitions are given up), and at the end (sync, after waiting up
+//     to drain_timeout for what is in flight downstream). A refused commit is sent again
+//     by the next one; the final one is retried for at most drain_timeout.
+//   - Eager rebalance: a revoked partition that the next assignment hands straight back
+//     to the same split, with the broker's committed offset still the one this split
+//     last had confirmed, keeps its in-flight records (one OffsetFetch, up to 5 s, on the
+//     worker). Any other partition starts from the committed offset: duplicates, never
+//     losses.
+//   - Bad messages: a deserialiser that throws sends the message to the error side output
+//     (topic, partition, offset, reason), counts it in stats().bad, and its offset is done.
 //   - Errors: open() throws std::runtime_error naming the brokers when no broker answers
 //     a metadata request within start_timeout, naming the topic when a named topic has an
-//     illegal name or (require_topics, the default) does not exist. Later broker errors are retried by
+//     illegal name or (require_topics) does not exist. Later broker errors are retried by
 //     librdkafka and counted in stats().transient_errors; fatal ones end the split with
 //     poll_status::error (message in report.errors).
 //
@@ -106,9 +81,9 @@
 namespace rill {
 
 struct kafka_source_options {
-  std::string brokers;                 ///< bootstrap.servers, "host:port,..."
-  std::string group;                   ///< group.id (required)
-  std::vector<std::string> topics;     ///< names; an entry starting with '^' is a regex
+  std::string brokers{};               ///< bootstrap.servers, "host:port,..."
+  std::string group{};                 ///< group.id (required)
+  std::vector<std::string> topics{};   ///< names; an entry starting with '^' is a regex
   std::size_t splits = 0;              ///< consumers in this process; 0 = one per worker
   std::chrono::milliseconds commit_interval{5000};  ///< periodic async commit
   std::chrono::milliseconds start_timeout{10000};   ///< broker must answer metadata by then
@@ -129,10 +104,10 @@ struct kafka_source_options {
   std::string offset_reset = "earliest";            ///< auto.offset.reset without commit
   bool cooperative = false;            ///< partition.assignment.strategy=cooperative-sticky
   /// Extra librdkafka properties, applied after rill's own (so they win): rill sets
-  /// queued.min.messages=1000000 (prefetch; librdkafka's 100,000 throttled consume ->
-  /// produce, bench/RESULTS.md "kafka") and enable.auto.commit / enable.auto.offset.store
-  /// = false (turning those on breaks the at-least-once guarantee).
-  std::map<std::string, std::string> config;
+  /// queued.min.messages=1000000 (a deeper prefetch: bench/RESULTS.md "kafka") and
+  /// enable.auto.commit / enable.auto.offset.store = false (turning those on breaks the
+  /// at-least-once guarantee).
+  std::map<std::string, std::string> config{};
 };
 
 /// A topic name as a kafka_record carries it: a pointer to the name in a process-wide
@@ -311,8 +286,9 @@ class kafka_source {
     return *this;
   }
 
-  std::size_t split_count() const noexcept { return o_.splits ? o_.splits : 1; }
-  std::size_t configured_splits() const noexcept { return o_.splits; }
+  /// Consumers (splits) on a runtime of `workers` workers: options().splits, or one per
+  /// worker when it is 0 (rill::split_count_of).
+  std::size_t split_count(std::size_t workers) const noexcept { return o_.splits ? o_.splits : workers; }
   const kafka_source_options& options() const noexcept { return o_; }
   std::shared_ptr<kafka_source_stats> stats() const { return stats_; }
   std::string name() const { return "kafka_source"; }
@@ -351,10 +327,36 @@ class kafka_source {
       return n == max ? poll_status::more : poll_status::idle;
     }
     std::string error() const { return core_->error(); }
-    kafka_detail::split_core& core() { return *core_; }
+
+    // Capabilities used by rill::source_driver (core/source.hpp); owning worker only.
+    /// Start gate ("Start" above): false until every split of the source in this process
+    /// had its first assignment or start_timeout passed; serve() keeps the membership.
+    bool ready() { return core_->started(); }
+    void serve() { core_->keepalive(); }
+    /// Backpressure ("Polling" above): blocked for pause_after or longer, pause the
+    /// assigned partitions and keep serving the group; resume exactly those paused.
+    void on_backpressure(std::chrono::nanoseconds blocked_for) {
+      if (core_->paused() || blocked_for >= pause_after_) {
+        core_->pause_all();
+        core_->keepalive();
+      }
+    }
+    void on_resume() {
+      if (core_->paused()) core_->resume_paused();
+    }
+    /// Per-partition watermarks ("Per-partition watermarks" above).
+    std::uint64_t assignment_version() const noexcept { return core_->assignment_version(); }
+    void held_partitions(std::vector<std::int32_t>& out) const { core_->held_partitions(out); }
+    std::chrono::nanoseconds partition_idle_timeout() const noexcept { return idle_partition_; }
+    /// Drain and final commit ("At-least-once" above). close() blocks: the commit round
+    /// trip, and up to drain_timeout more while a refused commit waits for a rebalance.
+    bool settled() { return core_->settled(); }
+    void close() { core_->shutdown(); }
+    std::chrono::nanoseconds drain_timeout() const noexcept { return drain_; }
 
    private:
     friend class kafka_source;
+    std::chrono::nanoseconds pause_after_{}, idle_partition_{}, drain_{};
     std::unique_ptr<kafka_detail::split_core> core_;
     std::shared_ptr<key_fn> key_;
     std::shared_ptr<value_fn> value_;
@@ -366,6 +368,9 @@ class kafka_source {
   reader open(std::size_t i) const {
     reader r;
     r.core_ = std::make_unique<kafka_detail::split_core>(o_, topics_, stats_, on_bad_, i);
+    r.pause_after_ = o_.pause_after;
+    r.idle_partition_ = o_.idle_partition_timeout;
+    r.drain_ = o_.drain_timeout;
     r.key_ = std::make_shared<key_fn>(key_);
     r.value_ = std::make_shared<value_fn>(value_);
     r.time_ = std::make_shared<std::function<event_time(const value_type&)>>(time_);
@@ -381,192 +386,5 @@ class kafka_source {
   std::shared_ptr<kafka_detail::topic_table> topics_;
   std::shared_ptr<kafka_source_stats> stats_;
 };
-
-namespace kafka_detail {
-
-/// Drives one kafka split on a worker: like source_driver, plus pause/keep-polling under
-/// backpressure and a synchronous final commit after end of stream reached the sink.
-template <class Reader, class T>
-class driver : public std::enable_shared_from_this<driver<Reader, T>> {
- public:
-  driver(Reader r, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
-         stage_counters& c, std::chrono::milliseconds drain_timeout,
-         std::chrono::milliseconds pause_after, std::chrono::milliseconds idle_partition)
-      : r_(std::move(r)), head_(head), input_(input), rt_(rt), w_(w), c_(c), timer_(w.context()),
-        drain_timeout_(drain_timeout), pause_after_(pause_after), idle_partition_(idle_partition) {}
-  void start() { step(); }
-
- private:
-  void step() {
-    if (ended_) return drain();
-    // A stop request ends the input even while downstream is full: else a sink that
-    // cannot deliver (broker down, max_pending reached) held the stop for its whole
-    // delivery timeout instead of its flush_timeout at end().
-    if (rt_.stop_requested()) return finish();
-    if (!head_->on_flush()) {  // backpressure: wait; if it lasts, pause and keep polling
-      const auto now = std::chrono::steady_clock::now();
-      if (!blocked_) {
-        blocked_ = true;
-        blocked_since_ = now;
-      }
-      if (r_.core().paused() || now - blocked_since_ >= pause_after_) {
-        r_.core().pause_all();
-        r_.core().keepalive();
-      }
-      return later(std::chrono::microseconds{500});
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (blocked_) {  // time spent blocked does not make partitions idle
-      for (auto& l : lanes_) l.last = now;
-      blocked_ = false;
-    }
-    if (r_.core().paused()) r_.core().resume_paused();
-    if (!r_.core().started()) {  // start gate (header comment, "Start")
-      r_.core().keepalive();
-      return later(std::chrono::milliseconds{1});
-    }
-    std::size_t n = 0;
-    const auto st = r_.poll(
-        [&](record<T>&& rec) {
-          lane& l = lane_of(rec.position ? rec.position->partition : -1, now);
-          if (rec.time > l.largest) l.largest = rec.time;
-          l.last = now;
-          ++n;
-          head_->on_record(input_, std::move(rec));
-        },
-        256);
-    c_.add(c_.out, n);
-    const auto p = progress(now);
-    if (p > sent_) {
-      sent_ = p;
-      head_->on_progress(input_, p);
-    }
-    switch (st) {
-      case poll_status::more:
-        boost::asio::post(w_.context(), [self = this->shared_from_this()] { self->step(); });
-        return;
-      case poll_status::idle:
-        return later(std::chrono::milliseconds{1});
-      default:
-        c_.add(c_.errors);
-        rt_.report_error(r_.error());
-        return finish();
-    }
-  }
-  // ---- per-partition watermarks (see the header comment) ----
-  struct lane {
-    std::int32_t pid;
-    event_time largest;                          // -infinity until its first record
-    std::chrono::steady_clock::time_point last;  // last record, assignment, or unblock
-  };
-  /// Lanes follow the split's held partitions: kept, added (-infinity) or dropped when the
-  /// assignment changed. Then the lane of `pid` (added if a record comes from a partition
-  /// not listed, which the callbacks' order should not allow).
-  lane& lane_of(std::int32_t pid, std::chrono::steady_clock::time_point now) {
-    sync_lanes(now);
-    if (hit_ < lanes_.size() && lanes_[hit_].pid == pid) return lanes_[hit_];
-    for (hit_ = 0; hit_ < lanes_.size(); ++hit_)
-      if (lanes_[hit_].pid == pid) return lanes_[hit_];
-    lanes_.push_back({pid, event_time_min, now});
-    return lanes_.back();  // hit_ == old size == its index
-  }
-  void sync_lanes(std::chrono::steady_clock::time_point now) {
-    const auto v = r_.core().assignment_version();
-    if (v == version_) return;
-    version_ = v;
-    held_.clear();
-    r_.core().held_partitions(held_);
-    std::erase_if(lanes_, [&](const lane& l) { return std::find(held_.begin(), held_.end(), l.pid) == held_.end(); });
-    for (const auto pid : held_)
-      if (std::none_of(lanes_.begin(), lanes_.end(), [&](const lane& l) { return l.pid == pid; }))
-        lanes_.push_back({pid, event_time_min, now});
-  }
-  /// Minimum of the largest times over lanes that are not idle. When every lane is idle
-  /// (the split has caught up with all its partitions), the maximum over them: nothing
-  /// is arriving, so the last windows fire instead of waiting for new data. -infinity
-  /// (no claim) without lanes.
-  event_time progress(std::chrono::steady_clock::time_point now) {
-    sync_lanes(now);
-    event_time m = event_time_max, all = event_time_min;
-    bool any = false;
-    for (const auto& l : lanes_) {
-      all = std::max(all, l.largest);
-      if (idle_partition_.count() > 0 && now - l.last >= idle_partition_) continue;
-      any = true;
-      m = std::min(m, l.largest);
-    }
-    return any ? m : all;
-  }
-
-  void finish() {
-    ended_ = true;
-    drain_until_ = std::chrono::steady_clock::now() + drain_timeout_;
-    head_->on_end(input_);
-    drain();
-  }
-  // After the end: push buffers on, then wait (bounded) until every emitted offset is
-  // acknowledged downstream (another worker's sink, behind a key_by) before the final
-  // synchronous commit. If the run ends first, the split's destructor commits instead.
-  void drain() {
-    if (!head_->on_flush()) return later(std::chrono::microseconds{200});
-    if (!r_.core().settled() && std::chrono::steady_clock::now() < drain_until_)
-      return later(std::chrono::milliseconds{1});
-    r_.core().shutdown();
-  }
-  void later(std::chrono::nanoseconds d) {
-    timer_.expires_after(d);
-    timer_.async_wait([self = this->shared_from_this()](const boost::system::error_code& ec) {
-      if (!ec) self->step();
-    });
-  }
-
-  Reader r_;
-  stage_in<T>* head_;
-  std::size_t input_;
-  runtime& rt_;
-  worker& w_;
-  stage_counters& c_;
-  boost::asio::steady_timer timer_;
-  event_time sent_ = event_time_min;
-  std::vector<lane> lanes_;
-  std::vector<std::int32_t> held_;
-  std::size_t hit_ = 0;
-  std::uint64_t version_ = ~std::uint64_t{0};
-  std::chrono::milliseconds drain_timeout_, pause_after_, idle_partition_;
-  std::chrono::steady_clock::time_point drain_until_{}, blocked_since_{};
-  bool blocked_ = false;
-  bool ended_ = false;
-};
-
-}  // namespace kafka_detail
-
-/// The stream of a Kafka source: split i on worker i (splits = options.splits, or one per
-/// worker when 0). Preferred over the generic from(): keeps polling under backpressure
-/// and commits synchronously after the end of stream went through the chain.
-template <class K, class V>
-stream<kafka_record<K, V>> from(kafka_source<K, V> src, std::string name = "kafka_source") {
-  using T = kafka_record<K, V>;
-  auto shared = std::make_shared<kafka_source<K, V>>(std::move(src));
-  return stream<T>([shared, name](job_builder& b, stage_factory<T> down) {
-    const auto idx = b.metrics().add_stage(name);
-    const std::size_t n = b.workers();
-    const std::size_t splits = shared->configured_splits() ? shared->configured_splits() : n;
-    for (std::size_t w = 0; w < n && w < splits; ++w) {
-      std::vector<std::size_t> mine;
-      for (std::size_t i = w; i < splits; i += n) mine.push_back(i);
-      auto ctx = b.context(w, mine.size());
-      auto* head = down(ctx);
-      for (std::size_t li = 0; li < mine.size(); ++li) {
-        using R = typename kafka_source<K, V>::reader;
-        auto d = std::make_shared<kafka_detail::driver<R, T>>(shared->open(mine[li]), head, li,
-                                                              b.rt(), *ctx.w, ctx.metrics->at(idx, w),
-                                                              shared->options().drain_timeout,
-                                                              shared->options().pause_after,
-                                                              shared->options().idle_partition_timeout);
-        b.on_start(w, [d] { d->start(); });
-      }
-    }
-  });
-}
 
 }  // namespace rill

@@ -1,28 +1,53 @@
-// rill/core/source.hpp — what a source is, and the driver that runs one split of it on
-// a worker without ever blocking the worker's loop.
+// rill/core/source.hpp — what a source is, and the one driver that runs a split of any
+// source on a worker without ever blocking the worker's loop.
 //
 // Defines:
 //   rill::poll_status, rill::source_of<S>   the source contract
 //   rill::source_driver<Reader, T>          reads one split in slices of `slice` records
+//   rill::split_count_of(src, workers)      how many splits a source has on `workers`
 //   rill::vector_source<T>                  an in-memory source (tests, benchmarks)
 //
-// A source S has `using value_type = T`, `std::size_t split_count() const` and
-// `Reader open(std::size_t split)` (may throw: opening happens in runtime::run on the
-// calling thread, before workers start, so a missing file fails the run up front).
-// A Reader has
+// A source S has `using value_type = T`, either `std::size_t split_count() const` or
+// `std::size_t split_count(std::size_t workers) const` (a source that scales with the
+// workers, e.g. one Kafka consumer per worker), and `Reader open(std::size_t split)`
+// (may throw: opening happens in runtime::run on the calling thread, before workers
+// start, so a missing file fails the run up front). A Reader has
 //   template <class Emit> poll_status poll(Emit&& emit, std::size_t max_records);
 //       emit(record<T>&&) up to max_records times; never blocks. Returns more (call again),
 //       idle (nothing now: live capture; call again after a short delay), end, or error.
 //   std::string error() const;       // after poll() returned error: "FILE: what, at byte N"
+//
+// A Reader may also offer capabilities; the driver uses each one it finds (concepts
+// below), so a fix to the source path lands once for every source:
+//   gated_reader        bool ready(); void serve();
+//       No record is read until ready(); meanwhile serve() keeps the source's session
+//       alive (a Kafka consumer serving its group), every 1 ms.
+//   backpressure_aware_reader   void on_backpressure(std::chrono::nanoseconds blocked_for);
+//                               void on_resume();
+//       Called on every retry while downstream is full (blocked_for: since the first
+//       refused flush), and once when it accepts again.
+//   partitioned_reader  std::uint64_t assignment_version() const;
+//                       void held_partitions(std::vector<std::int32_t>& out) const;
+//                       std::chrono::nanoseconds partition_idle_timeout() const;
+//       The split reads several partitions (record.position->partition): its progress is
+//       rill::partition_progress over the held partitions, re-read whenever
+//       assignment_version() changes; a record's own time does not advance it
+//       (rill::advances_progress).
+//   draining_reader     bool settled(); void close(); std::chrono::nanoseconds drain_timeout() const;
+//       After end of input: once the chain accepted the end, wait until settled() (every
+//       emitted record acknowledged downstream) or drain_timeout passed, then close()
+//       (e.g. Kafka's final synchronous offset commit).
 //
 // Example:
 //   rill::vector_source<int> src{{{3, rill::event_time{3s}}, {1, rill::event_time{1s}}}};
 //   auto s = rill::from(std::move(src));   // stream<int>, see <rill/operators/stream.hpp>
 //
 // Split i runs on worker (i mod workers). Each split is one logical input downstream: its
-// frontier (largest event time read so far) is sent as progress after every slice.
-// Backpressure: before each slice the driver flushes the chain; if a bounded queue is
-// full it retries on a timer (200 µs) and reads nothing meanwhile.
+// frontier (largest event time read so far, or the partition_progress of a partitioned
+// reader) is sent as progress after every slice. Backpressure: before each slice the
+// driver flushes the chain; if a bounded queue is full it retries on a timer (200 µs)
+// and reads nothing meanwhile. A stop request (runtime::request_stop) ends the input even
+// while downstream is full, so a sink that cannot deliver does not hold the stop.
 //
 // Thread safety: a driver and its reader live on one worker.
 #pragma once
@@ -33,52 +58,116 @@
 #include <chrono>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "rill/core/runtime.hpp"
 #include "rill/core/stage.hpp"
+#include "rill/core/watermark.hpp"
 
 namespace rill {
 
 enum class poll_status { more, idle, end, error };
 
 template <class S>
-concept source_of = requires(S& s, const S& cs) {
+concept source_of = requires(S& s) {
   typename S::value_type;
-  { cs.split_count() } -> std::convertible_to<std::size_t>;
   s.open(std::size_t{});
+} && (requires(const S& cs) {
+  { cs.split_count() } -> std::convertible_to<std::size_t>;
+} || requires(const S& cs) {
+  { cs.split_count(std::size_t{}) } -> std::convertible_to<std::size_t>;
+});
+
+/// Splits of `src` on a runtime with `workers` workers: split_count(workers) when the
+/// source defines it, else split_count().
+template <source_of S>
+std::size_t split_count_of(const S& src, std::size_t workers) {
+  if constexpr (requires { src.split_count(workers); })
+    return src.split_count(workers);
+  else
+    return src.split_count();
+}
+
+template <class R>
+concept gated_reader = requires(R& r) {
+  { r.ready() } -> std::convertible_to<bool>;
+  r.serve();
+};
+template <class R>
+concept backpressure_aware_reader = requires(R& r, std::chrono::nanoseconds d) {
+  r.on_backpressure(d);
+  r.on_resume();
+};
+template <class R>
+concept partitioned_reader = requires(const R& r, std::vector<std::int32_t>& out) {
+  { r.assignment_version() } -> std::convertible_to<std::uint64_t>;
+  r.held_partitions(out);
+  { r.partition_idle_timeout() } -> std::convertible_to<std::chrono::nanoseconds>;
+};
+template <class R>
+concept draining_reader = requires(R& r, const R& cr) {
+  { r.settled() } -> std::convertible_to<bool>;
+  r.close();
+  { cr.drain_timeout() } -> std::convertible_to<std::chrono::nanoseconds>;
 };
 
+/// Runs one split: constructed at build time on the thread calling runtime::run, then
+/// start() on the worker's loop; every later call runs there (post and timers).
 template <class Reader, class T>
 class source_driver : public std::enable_shared_from_this<source_driver<Reader, T>> {
  public:
   source_driver(Reader reader, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
                 stage_counters& counters, std::size_t slice = 256)
       : reader_(std::move(reader)), head_(head), input_(input), rt_(rt), w_(w),
-        counters_(counters), timer_(w.context()), slice_(slice) {}
+        counters_(counters), timer_(w.context()), slice_(slice) {
+    if constexpr (partitioned_reader<Reader>) partitions_.emplace(reader_.partition_idle_timeout());
+  }
 
   /// On the worker's loop.
   void start() { step(); }
 
  private:
+  using clock = std::chrono::steady_clock;
+
   void step() {
-    // A stop request ends the input even while downstream is full (as kafka_source's
-    // driver does): else a sink that cannot deliver held the stop until it could.
-    if (!ended_ && rt_.stop_requested()) return finish();
-    if (!head_->on_flush()) return later(std::chrono::microseconds{200});  // backpressure
-    if (ended_) return;
+    if (ended_) return drain();
+    if (rt_.stop_requested()) return finish();
+    if (!head_->on_flush()) return blocked();
+    const auto now = clock::now();
+    if (blocked_) {
+      blocked_ = false;
+      if constexpr (partitioned_reader<Reader>) partitions_->touch(now);
+      if constexpr (backpressure_aware_reader<Reader>) reader_.on_resume();
+    }
+    if constexpr (gated_reader<Reader>) {
+      if (!reader_.ready()) {
+        reader_.serve();
+        return later(std::chrono::milliseconds{1});
+      }
+    }
     std::size_t n = 0;
     const auto st = reader_.poll(
         [&](record<T>&& r) {
-          if (r.time > largest_) largest_ = r.time;
+          if constexpr (partitioned_reader<Reader>) {
+            sync_partitions(now);
+            partitions_->observe(r.position ? r.position->partition : -1, r.time, now);
+          } else if (r.time > largest_) {
+            largest_ = r.time;
+          }
           ++n;
           head_->on_record(input_, std::move(r));
         },
         slice_);
     counters_.add(counters_.out, n);
+    if constexpr (partitioned_reader<Reader>) {
+      sync_partitions(now);
+      largest_ = partitions_->current(now);
+    }
     if (largest_ > sent_) {
       sent_ = largest_;
       head_->on_progress(input_, largest_);
@@ -97,10 +186,43 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
         return finish();
     }
   }
+  /// Downstream is full: retry later; tell a reader that cares how long it has lasted.
+  void blocked() {
+    const auto now = clock::now();
+    if (!blocked_) {
+      blocked_ = true;
+      blocked_since_ = now;
+    }
+    if constexpr (backpressure_aware_reader<Reader>) reader_.on_backpressure(now - blocked_since_);
+    later(std::chrono::microseconds{200});
+  }
+  void sync_partitions(clock::time_point now) {
+    if constexpr (partitioned_reader<Reader>) {
+      const std::uint64_t v = reader_.assignment_version();
+      if (v == version_) return;
+      version_ = v;
+      held_.clear();
+      reader_.held_partitions(held_);
+      partitions_->assign(held_, now);
+    }
+  }
   void finish() {
     ended_ = true;
+    if constexpr (draining_reader<Reader>) drain_until_ = clock::now() + reader_.drain_timeout();
     head_->on_end(input_);
-    if (!head_->on_flush()) later(std::chrono::microseconds{200});
+    drain();
+  }
+  /// After the end: push buffers on; then (draining_reader) wait, bounded, until every
+  /// emitted record is acknowledged downstream, and close. If the run ends first, the
+  /// reader's destructor is responsible for closing.
+  void drain() {
+    if (closed_) return;
+    if (!head_->on_flush()) return later(std::chrono::microseconds{200});
+    if constexpr (draining_reader<Reader>) {
+      if (!reader_.settled() && clock::now() < drain_until_) return later(std::chrono::milliseconds{1});
+      reader_.close();
+    }
+    closed_ = true;
   }
   void later(std::chrono::nanoseconds d) {
     timer_.expires_after(d);
@@ -118,7 +240,11 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   boost::asio::steady_timer timer_;
   std::size_t slice_;
   event_time largest_ = event_time_min, sent_ = event_time_min;
-  bool ended_ = false;
+  std::optional<partition_progress> partitions_;  ///< partitioned_reader only
+  std::vector<std::int32_t> held_;
+  std::uint64_t version_ = ~std::uint64_t{0};
+  clock::time_point blocked_since_{}, drain_until_{};
+  bool blocked_ = false, ended_ = false, closed_ = false;
 };
 
 /// In-memory source: `splits` vectors of records, each a split (an input). The records

@@ -3,7 +3,9 @@
 // Defines:
 //   rill::watermark_tracker   W = min over live inputs of (largest event time seen - delay),
 //                             monotone, with idle inputs and end of stream
-//                             (DESIGN.md "Records, time, watermarks", CASES.md C02).
+//                             (docs/design.md "Records, time, watermarks").
+//   rill::partition_progress  the progress of one source split that reads several
+//                             partitions (Kafka): min over its live partitions
 //   rill::detail::saturating_sub   event_time - duration that stops at -/+infinity
 //
 // Example:
@@ -17,9 +19,14 @@
 //   wm.end(0); wm.end(1);                             // end of stream: W = +inf
 //   assert(wm.current() == rill::event_time_max);
 //
-// Thread safety: a single-threaded state machine. Distinct objects: safe. Shared
+//   rill::partition_progress pp{/*idle_timeout=*/10s};
+//   pp.assign({0, 1}, clk.now());                     // the split holds partitions 0 and 1
+//   pp.observe(0, rill::event_time{7s}, clk.now());   // partition 1 not read yet: -inf
+//   assert(pp.current(clk.now()) == rill::event_time_min);
+//
+// Thread safety: single-threaded state machines. Distinct objects: safe. Shared
 // objects: unsafe — every call on one tracker must come from the owning worker's thread
-// (DESIGN.md "Runtime": no locks in operator code). Nothing here blocks or does I/O.
+// (docs/design.md "Runtime": no locks in operator code). Nothing here blocks or does I/O.
 #pragma once
 
 #include <algorithm>
@@ -53,7 +60,7 @@ constexpr event_time saturating_sub(event_time t, std::chrono::nanoseconds d) no
 /// Tracks the watermark of one operator instance fed by `inputs` inputs (upstream
 /// instances, Kafka partitions, ...), numbered 0 .. inputs-1.
 ///
-/// The rule (DESIGN.md "Records, time, watermarks"):
+/// The rule (docs/design.md "Records, time, watermarks"):
 ///   - each input i has a largest event time seen, largest_i (-infinity before it sends
 ///     anything); its own watermark is largest_i - max_delay (saturating at -/+infinity);
 ///   - W = minimum over *active* inputs: an input is active unless it has ended (end())
@@ -62,7 +69,7 @@ constexpr event_time saturating_sub(event_time t, std::chrono::nanoseconds d) no
 ///     and every window fires;
 ///   - if every input that has not ended is idle, W stays where it was;
 ///   - W never decreases. An idle input that comes back does not pull W down: it is held
-///     to the current W, and its records older than W are late (CASES.md C02 variant).
+///     to the current W, and its records older than W are late.
 ///
 /// Cost: observe() is O(1) unless it may raise W (then O(inputs)); end() and tick() are
 /// O(inputs). Memory: O(inputs), fixed at construction.
@@ -123,8 +130,8 @@ class watermark_tracker {
   }
 
   /// Input `input` has finished: from now on it counts as +infinity and no longer holds
-  /// W back. When every input has ended, W = event_time_max (DESIGN.md: "End of stream
-  /// raises the watermark to +infinity, so every window fires"). Idempotent.
+  /// W back. When every input has ended, W = event_time_max (end of stream raises the
+  /// watermark to +infinity, so every window fires). Idempotent.
   /// Precondition: input < inputs() (assert in debug builds). noexcept; O(inputs).
   void end(std::size_t input) noexcept {
     assert(input < inputs_.size());
@@ -136,8 +143,8 @@ class watermark_tracker {
   /// Re-evaluates idleness at processing time `now`: an input that has not ended and
   /// has had no observe() for >= idle_timeout (since its last observe(), or since
   /// construction if it never sent anything) becomes idle and leaves the minimum, which
-  /// may raise W (DESIGN.md: "An idle input ... stops holding the watermark back";
-  /// CASES.md C02). With idle_timeout == 0 this does nothing. The runtime calls it from a
+  /// may raise W (an idle input stops holding the watermark back, as Flink's
+  /// WatermarkStrategy::withIdleness). With idle_timeout == 0 this does nothing. The runtime calls it from a
   /// timer; tests call it with a manual_clock. noexcept; O(inputs).
   void tick(steady_time now) noexcept {
     if (idle_timeout_ == std::chrono::nanoseconds::zero()) return;
@@ -159,10 +166,10 @@ class watermark_tracker {
 
   /// True when a record with event time `t` is late: t < current().
   ///
-  /// With one input (and before that input is idle) this is exactly DESIGN.md
+  /// With one input (and before that input is idle) this is docs/design.md
   /// "window_sort": late when (largest seen) - t > delay, because
   /// t < largest - delay  <=>  largest - t > delay; so largest - t == delay is in time.
-  /// With several inputs it is CASES.md C02: a record is late only when it is older
+  /// With several inputs a record is late only when it is older
   /// than the current (minimum) watermark — a record behind its own input's largest by
   /// more than the delay is still in time while a slower input holds W back.
   /// Call it before observe() for the same record. noexcept, O(1).
@@ -221,6 +228,88 @@ class watermark_tracker {
   std::chrono::nanoseconds max_delay_;
   std::chrono::nanoseconds idle_timeout_;
   event_time current_ = event_time_min;
+};
+
+/// The progress of one source split that reads several partitions (a Kafka consumer's
+/// assigned partitions): what the split may claim downstream as "everything up to t has
+/// been read". Flink's Kafka source tracks watermarks per partition the same way
+/// (Flink docs, "Generating Watermarks": watermark strategies and the Kafka connector).
+///
+/// The rule: each held partition has a largest event time read (-infinity until its
+/// first record); current() is the minimum over the held partitions that are not idle.
+/// A partition is idle when nothing was observed from it for >= idle_timeout (0 = never
+/// idle); it counts again from its next record. When every held partition is idle (the
+/// split has caught up with all of them), current() is the maximum over them, so the last
+/// windows fire instead of waiting for new data. With no partition held: -infinity.
+/// Unlike watermark_tracker, current() is not monotone by itself (a new partition starts
+/// at -infinity); the driver sends only values above what it sent before.
+///
+/// Cost: observe() O(1) for repeated partitions (a one-entry cache), else O(held);
+/// assign() and current() O(held). Memory O(held partitions).
+///
+/// Thread safety: distinct objects safe, shared objects unsafe (one worker owns it).
+class partition_progress {
+ public:
+  /// `idle_timeout` >= 0 (processing time; 0 = a partition never goes idle). noexcept.
+  explicit partition_progress(std::chrono::nanoseconds idle_timeout) noexcept : idle_(idle_timeout) {}
+
+  /// The partitions held from now on: kept ones keep their state, new ones start at
+  /// -infinity with `now` as their last activity, the others are forgotten. May allocate.
+  void assign(const std::vector<std::int32_t>& held, steady_time now) {
+    std::erase_if(lanes_, [&](const lane& l) { return std::find(held.begin(), held.end(), l.pid) == held.end(); });
+    for (const auto pid : held)
+      if (std::none_of(lanes_.begin(), lanes_.end(), [&](const lane& l) { return l.pid == pid; }))
+        lanes_.push_back({pid, event_time_min, now});
+    hit_ = 0;
+  }
+
+  /// A record of partition `pid` with event time `t` was read at `now`. A partition not
+  /// held is added (a record can arrive before the assignment is seen). May allocate.
+  void observe(std::int32_t pid, event_time t, steady_time now) {
+    lane& l = lane_of(pid, now);
+    if (t > l.largest) l.largest = t;
+    l.last = now;
+  }
+
+  /// Every held partition counts as active from `now`: time the split spent not reading
+  /// (blocked by backpressure) does not make its partitions idle. noexcept.
+  void touch(steady_time now) noexcept {
+    for (auto& l : lanes_) l.last = now;
+  }
+
+  /// The split's progress at `now` (see the class comment). noexcept.
+  event_time current(steady_time now) const noexcept {
+    event_time m = event_time_max, all = event_time_min;
+    bool any = false;
+    for (const auto& l : lanes_) {
+      all = std::max(all, l.largest);
+      if (idle_.count() > 0 && now - l.last >= idle_) continue;
+      any = true;
+      m = std::min(m, l.largest);
+    }
+    return any ? m : all;
+  }
+
+  /// Number of partitions held (assigned or seen). noexcept.
+  std::size_t partitions() const noexcept { return lanes_.size(); }
+
+ private:
+  struct lane {
+    std::int32_t pid;
+    event_time largest;  // -infinity until its first record
+    steady_time last;    // last record, assignment, or touch()
+  };
+  lane& lane_of(std::int32_t pid, steady_time now) {
+    if (hit_ < lanes_.size() && lanes_[hit_].pid == pid) return lanes_[hit_];
+    for (hit_ = 0; hit_ < lanes_.size(); ++hit_)
+      if (lanes_[hit_].pid == pid) return lanes_[hit_];
+    lanes_.push_back({pid, event_time_min, now});
+    return lanes_.back();  // hit_ == old size == its index
+  }
+
+  std::chrono::nanoseconds idle_;
+  std::vector<lane> lanes_;
+  std::size_t hit_ = 0;
 };
 
 }  // namespace rill

@@ -525,7 +525,9 @@ class stream {
   attach_fn attach_;
 };
 
-/// The stream of a source. Split i of the source runs on worker i mod workers.
+/// The stream of a source (rill::source_of; any source: pcap, Kafka, vector, user's).
+/// Split i of the source runs on worker i mod workers, each driven by
+/// rill::source_driver; `name` is the source stage's name in the run report.
 template <source_of S>
 stream<typename S::value_type> from(S src, std::string name = "source") {
   using T = typename S::value_type;
@@ -533,7 +535,7 @@ stream<typename S::value_type> from(S src, std::string name = "source") {
   return stream<T>([shared, name](job_builder& b, stage_factory<T> down) {
     const auto idx = b.metrics().add_stage(name);
     const std::size_t n = b.workers();
-    const std::size_t splits = shared->split_count();
+    const std::size_t splits = split_count_of(*shared, n);
     for (std::size_t w = 0; w < n && w < splits; ++w) {
       std::vector<std::size_t> mine;
       for (std::size_t i = w; i < splits; i += n) mine.push_back(i);
