@@ -138,7 +138,7 @@ struct partition_track {
     // Offsets read in one generation are consecutive unless the log has gaps (compaction,
     // transaction markers), so `off` is usually at index off - front: O(1). Acks come in
     // no useful order (a sink's delivery reports follow its output partitions), and a
-    // binary search over a deque of 10^5 open offsets cost most of drain_acks (profile in
+    // binary search over a deque of 10^5 open offsets dominates drain_acks (profile in
     // bench/RESULTS.md "kafka"). With a gap, the search finds it.
     const auto guess = static_cast<std::size_t>(off - open.front().first);
     auto it = guess < open.size() && open[guess].first == off
@@ -428,9 +428,9 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
   set(*conf, "enable.auto.offset.store", "false");
   set(*conf, "auto.offset.reset", o.offset_reset);
   if (o.cooperative) set(*conf, "partition.assignment.strategy", "cooperative-sticky");
-  // librdkafka 2.0.2's default prefetch (100,000 messages) held consume -> produce at a
-  // constant 140-200k records/s over 1 M records (bench/RESULTS.md "kafka"); memory stays
-  // bounded by queued.max.messages.kbytes (64 MiB per consumer). o.config overrides it.
+  // librdkafka's default prefetch (100,000 messages) throttles consume -> produce
+  // (bench/RESULTS.md "kafka"); memory stays bounded by queued.max.messages.kbytes
+  // (64 MiB per consumer). o.config overrides it.
   set(*conf, "queued.min.messages", "1000000");
   for (const auto& [k, v] : o.config) set(*conf, k, v);
   std::string err;
