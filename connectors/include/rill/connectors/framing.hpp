@@ -9,7 +9,7 @@
 //                          sequence index of the first record that follows
 //   rill::framing_errc     error codes of the decoder (a std::error_category "rill.framing")
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   rill::framing f = rill::framing::length_prefixed(1 << 20);
 //   std::vector<std::byte> wire;
 //   rill::frame_encoder{f}.append(wire, rill::as_bytes_view("hello"));

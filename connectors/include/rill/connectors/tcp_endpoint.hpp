@@ -8,8 +8,10 @@
 //                        retries with backoff until the peer exists; listen mode accepts
 //                        every incoming connection (the newest one supersedes the older)
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
+//   #include <rill/connectors/tcp_sink.hpp>
 //   auto ep = rill::tcp_endpoint::parse("connect:127.0.0.1:9000");   // or "listen:0.0.0.0:9000"
+//   boost::asio::io_context io;
 //   rill::tcp_sink sink{io, {.endpoint = ep, .framing = rill::framing::fixed(32)}};
 //
 // Thread safety: tcp_endpoint/tcp_backoff are plain values. A tcp_connector lives on one

@@ -9,7 +9,7 @@
 //   rill::tcp_pipeline_sink<T, Encode>   a rill::sink_of<T> for stream<T>::sink(...): owns
 //                            an io thread running a tcp_sink; backpressure through flush()
 //
-// Example (standalone, your own loop):
+// Example (compiled by tests/banner_examples.py; standalone, your own loop):
 //   boost::asio::io_context io;
 //   rill::tcp_sink sink{io, {.endpoint = rill::tcp_endpoint::connect("127.0.0.1", 9000),
 //                            .framing = rill::framing::fixed(32)}};

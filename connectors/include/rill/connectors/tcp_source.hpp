@@ -8,7 +8,7 @@
 //   rill::tcp_message         one received record: sequence index + payload bytes
 //   rill::tcp_source          a rill::source_of<tcp_message> (one split) for rill::from()
 //
-// Example (standalone):
+// Example (compiled by tests/banner_examples.py; standalone):
 //   boost::asio::io_context io;
 //   rill::tcp_receiver rx{io, {.endpoint = rill::tcp_endpoint::listen("127.0.0.1", 9000),
 //                              .framing = rill::framing::fixed(32)}};

@@ -6,10 +6,17 @@
 //   rill::exchange<T>        routes records to the worker owning hash(key) % workers and
 //                            broadcasts progress/end markers, with backpressure
 //
-// Example (what key_by builds; users write `.key_by(f)`):
-//   rill::exchange<int> ex{workers, /*batch_records=*/256, /*inbox_batches=*/64};
-//   // producer side, on worker w:   ex.push(w, dest, envelope);  ex.flush(w) -> bool
-//   // consumer side, on worker d:   ex.drain(d, downstream_stage)
+// Example (compiled by tests/banner_examples.py; what key_by builds, users write
+// `.key_by(f)`):
+//   rill::exchange<int> ex{/*workers=*/2, /*batch_records=*/256, /*inbox_batches=*/64};
+//   rill::stage_in<int>* stage_on_1 = nullptr;       // the stage after key_by on worker 1
+//   ex.bind_consumer(1, [](std::function<void()> drain) { /* post to worker 1's loop */ },
+//                    stage_on_1, /*inputs=*/2);      // build time, before the run
+//   rill::envelope<int> e;                            // producer side, on worker 0:
+//   e.rec = rill::record<int>{7, rill::event_time{1s}};
+//   ex.push(0, /*to=*/1, std::move(e));
+//   if (!ex.flush(0)) { /* worker 1's inbox is full: retry on a timer */ }
+//   // consumer side, on worker 1, from the posted wake-up: ex.drain(1)
 //
 // Backpressure: an inbox holds at most `inbox_batches` batches of at most `batch_records`
 // records. When a destination's inbox is full, flush() returns false and keeps the batch;

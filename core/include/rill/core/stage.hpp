@@ -7,10 +7,10 @@
 //   rill::stage_counters    per stage and worker: records in/out, late, errors
 //   rill::build_context     what a stage factory sees while the runtime instantiates a job
 //
-// Example (an operator that doubles ints; the DSL in <rill/operators/stream.hpp> writes
-// these for you):
+// Example (namespace scope, compiled by tests/banner_examples.py; an operator that
+// doubles ints; the DSL in <rill/operators/stream.hpp> writes these for you):
 //   struct doubler final : rill::stage_in<int> {
-//     rill::stage_in<int>* down;
+//     rill::stage_in<int>* down = nullptr;
 //     void on_record(std::size_t in, rill::record<int>&& r) override {
 //       r.value *= 2; down->on_record(in, std::move(r));
 //     }

@@ -1,13 +1,14 @@
 // rill/core/time.hpp — event time, processing-time clocks, and tumbling-window arithmetic.
 //
 // Defines:
-//   rill::event_time        nanoseconds since the Unix epoch, signed 64-bit (DESIGN.md "Records")
+//   rill::event_time        nanoseconds since the Unix epoch, signed 64-bit (docs/design.md
+//                           "Records, time, watermarks")
 //   rill::event_time_min / event_time_max   the -infinity / +infinity sentinels
 //   rill::steady_time       a processing-time instant (idle timeouts, linger, latency)
 //   rill::clock / system_steady_clock / manual_clock   where operators read processing time
 //   rill::floor_div, rill::window_start   tumbling-window assignment that floors negative times
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   using namespace std::chrono_literals;
 //   rill::event_time t{-1ns};
 //   auto start = rill::window_start(t, 10s);   // -10 s: window [-10 s, 0) holds t = -1 ns
@@ -25,7 +26,7 @@
 namespace rill {
 
 /// Event time: nanoseconds since 1970-01-01T00:00:00Z, signed 64-bit, so times before
-/// the epoch are representable (CASES.md C01 uses negative times).
+/// the epoch are representable (and windows over them floor, see window_start).
 using event_time = std::chrono::sys_time<std::chrono::nanoseconds>;
 
 /// -infinity: "nothing seen yet". +infinity: "end of stream", every window fires.
@@ -43,8 +44,9 @@ constexpr std::int64_t floor_div(std::int64_t n, std::int64_t d) noexcept {
 }
 
 /// Start of the half-open tumbling window [k*L, (k+1)*L) that holds t.
-/// Negative times floor: window_start(-1 ns, 10 s) == -10 s. Rule: DESIGN.md "window_sort"
-/// (the signed-remainder bug it avoids is CASES.md C01 / FLINK-26334).
+/// Negative times floor: window_start(-1 ns, 10 s) == -10 s, so start <= t < start + L
+/// for every t. Rule: docs/design.md "window_sort" (a signed remainder would put negative
+/// times in the window after theirs, as Flink's FLINK-26334 reports).
 /// Precondition: length > 0.
 constexpr event_time window_start(event_time t, std::chrono::nanoseconds length) noexcept {
   auto k = floor_div(t.time_since_epoch().count(), length.count());

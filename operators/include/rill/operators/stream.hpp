@@ -5,8 +5,10 @@
 //   rill::from(src)   the stream of a source (rill::source_of)
 //   rill::sink_of<S, T>  a shared sink object (write/progress/end per worker)
 //
-// Example (graph: vector_source -> map -> filter -> key_by -> window_sort -> sink):
+// Example (compiled by tests/banner_examples.py; graph: vector_source -> map -> filter ->
+// key_by -> window_sort -> sink):
 //   using namespace std::chrono_literals;
+//   std::vector<rill::record<int>> recs{{3, rill::event_time{3s}}, {14, rill::event_time{1s}}};
 //   rill::job j = rill::from(rill::vector_source<int>{recs})
 //       .map([](int x) { return x + 1; })
 //       .filter([](const int& x) { return x % 2 == 0; })
@@ -15,7 +17,7 @@
 //       .sink([](rill::window<int>&& w) { /* sorted records of one window */ });
 //   rill::runtime{}.run(j);
 //
-// Placement (DESIGN.md "Runtime"): every operator runs as one instance per worker that
+// Placement (docs/design.md "Runtime"): every operator runs as one instance per worker that
 // the stream reaches. Operators after a source run on the source split's worker;
 // `key_by` routes each record to the worker owning hash(key) % workers (through a
 // bounded exchange), and everything after it runs there. Stateless operators never move
