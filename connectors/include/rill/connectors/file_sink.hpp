@@ -68,17 +68,24 @@ class segment_file_sink {
 
   /// `wire` = `n` whole records (n * record_bytes bytes). Returns false (counted as
   /// dropped) when the sink failed or the size is not n * record_bytes.
+  /// Producer thread; copies into the current chunk and never waits for the disk.
   bool write_framed(std::span<const std::byte> wire, std::size_t n);
+  /// False while more than buffer_bytes wait for the disk (stop producing until true
+  /// again), or once the sink failed. Producer thread; never blocks.
   bool writable() const noexcept;
   /// Flushes everything, renames the last segment, joins the thread. Blocks the caller
   /// for the disk time: not from a worker. Idempotent.
   void close();
 
+  /// A write or rename failed; later records are dropped. Any thread.
   bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  /// "PATH: strerror" of the first failure, empty if none. Any thread.
   std::string error() const;
+  /// Records written to disk so far (a stale snapshot while running). Any thread.
   std::uint64_t records_written() const noexcept {
     return written_.load(std::memory_order_relaxed);
   }
+  /// Records refused (wrong size, or after a failure). Any thread.
   std::uint64_t records_dropped() const noexcept {
     return dropped_.load(std::memory_order_relaxed);
   }

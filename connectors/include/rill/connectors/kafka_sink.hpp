@@ -106,9 +106,9 @@ struct kafka_sink_options {
   /// (pending(): our hand-off buffer + librdkafka's queue + in flight), the sink tells the
   /// pipeline it is full and the sources wait (a kafka_source pauses its partitions when
   /// that lasts). 0 = no limit (then only librdkafka's queue.buffering.max.messages
-  /// bounds librdkafka's queue and our hand-off buffer grows). See bench/RESULTS.md
-  /// "kafka" for why the default is not larger: a deeper producer queue made the same
-  /// job slower.
+  /// bounds librdkafka's queue and our hand-off buffer grows). The default is not
+  /// larger because a deeper producer queue makes the same job slower (bench/RESULTS.md
+  /// "kafka").
   std::uint64_t max_pending = 50000;
 };
 

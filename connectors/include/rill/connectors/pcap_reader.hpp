@@ -61,6 +61,7 @@ class pcap_error : public std::runtime_error {
  public:
   pcap_error(std::error_code code, const std::string& message)
       : std::runtime_error(message), code_(code) {}
+  /// The pcap_errc (category "pcap") of the failure; what() names the file.
   const std::error_code& code() const noexcept { return code_; }
 
  private:
@@ -145,6 +146,7 @@ class pcap_reader {
   std::error_code last_error() const noexcept { return last_error_; }
   const std::string& error_message() const noexcept { return error_message_; }
 
+  /// Records, bytes and error counts so far (a copy). Owning thread.
   pcap_reader_counters counters() const noexcept { return counters_; }
 
  private:

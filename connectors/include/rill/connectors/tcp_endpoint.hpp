@@ -38,15 +38,19 @@ struct tcp_endpoint {
   std::string host = "127.0.0.1";  ///< numeric IPv4/IPv6 address (no DNS: it would block)
   std::uint16_t port = 0;
 
+  /// An endpoint that connects to host:port. Not checked here: a bad host fails the
+  /// connect (on_error), never a DNS lookup.
   static tcp_endpoint connect(std::string host, std::uint16_t port) {
     return {role::connect, std::move(host), port};
   }
+  /// An endpoint that listens on host:port (port 0: a free port, see port()).
   static tcp_endpoint listen(std::string host, std::uint16_t port) {
     return {role::listen, std::move(host), port};
   }
   /// "connect:HOST:PORT" or "listen:HOST:PORT" (HOST may be empty for listen: any
   /// address). Throws config_error("tcp.endpoint", ...) naming the text on a bad spec.
   static tcp_endpoint parse(const std::string& spec);
+  /// The parse() form, "connect:HOST:PORT" / "listen:HOST:PORT", for logs and errors.
   std::string to_string() const;
 };
 

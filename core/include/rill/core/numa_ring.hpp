@@ -316,6 +316,8 @@ class mpmc_ring {
     const auto n = static_cast<std::ptrdiff_t>(head - tail);
     return n <= 0 ? 0 : std::min(static_cast<std::size_t>(n), capacity());
   }
+  /// Stale snapshots (was_size() == 0 / == capacity()): true at some instant during the
+  /// call, maybe no longer. Any thread.
   bool was_empty() const noexcept { return was_size() == 0; }
   bool was_full() const noexcept { return was_size() == capacity(); }
 
@@ -394,6 +396,8 @@ class numa_ring {
     return endpoint(*this, worker_id, node);
   }
 
+  /// Number of node rings, transfer batch size, rounded capacity of each ring. Any
+  /// thread (fixed at construction).
   std::size_t nodes() const noexcept { return rings_.size(); }
   std::size_t batch() const noexcept { return batch_; }
   std::size_t capacity_per_node() const noexcept { return rings_[0]->capacity(); }
@@ -502,10 +506,12 @@ class numa_ring<T, Retry>::endpoint {
     return carry_.empty();
   }
 
+  /// The node and worker given to make_endpoint. Owning thread.
   std::size_t node() const noexcept { return node_; }
   std::size_t worker_id() const noexcept { return worker_id_; }
   /// Elements currently held by this endpoint because every ring was full.
   std::size_t carried() const noexcept { return carry_.size(); }
+  /// This endpoint's transfer counters (plain integers, never shared). Owning thread.
   const numa_ring_counters& counters() const noexcept { return counters_; }
 
  private:

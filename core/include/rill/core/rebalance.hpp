@@ -1,12 +1,13 @@
 // rill/core/rebalance.hpp — sharing stateless work between the workers of a NUMA node
 // through the node's ring (docs/design.md "NumaRing").
 //
-// Defines rill::rebalance_exchange<T>: producers (the workers running a source split)
-// push batches of records into their node's ring of a rill::numa_ring; every worker pops
-// batches from its own node's ring and runs the rest of the chain on them. When a node's
-// ring is full the producer moves a batch to another node's ring; a worker whose node ring
-// is empty takes a batch from another node (the numa_ring endpoint does both, with the
-// node cached per worker and a private transfer cursor).
+// Defines rill::detail::rebalance_exchange<T> (an internal of the DSL: users write
+// `.rebalance()`): producers (the workers running a source split) push batches of records
+// into their node's ring of a rill::numa_ring; every worker pops batches from its own
+// node's ring and runs the rest of the chain on them. When a node's ring is full the
+// producer moves a batch to another node's ring; a worker whose node ring is empty takes a
+// batch from another node (the numa_ring endpoint does both, with the node cached per
+// worker and a private transfer cursor).
 //
 // Example (compiled by tests/banner_examples.py; what `stream<T>::rebalance()` builds):
 //   #include <rill/operators/stream.hpp>
@@ -49,7 +50,7 @@
 #include "rill/core/record.hpp"
 #include "rill/core/stage.hpp"
 
-namespace rill {
+namespace rill::detail {
 
 template <class T>
 class rebalance_exchange {
@@ -288,4 +289,4 @@ class rebalance_exchange {
   std::vector<std::unique_ptr<consumer>> consumers_;
 };
 
-}  // namespace rill
+}  // namespace rill::detail

@@ -58,6 +58,7 @@ constexpr event_time window_start(event_time t, std::chrono::nanoseconds length)
 class clock {
  public:
   virtual ~clock() = default;
+  /// The current processing time. Never blocks, never throws.
   virtual steady_time now() const noexcept = 0;
 };
 
@@ -65,6 +66,7 @@ class clock {
 class system_steady_clock final : public clock {
  public:
   steady_time now() const noexcept override { return std::chrono::steady_clock::now(); }
+  /// The process-wide instance the workers use. Any thread.
   static system_steady_clock& instance() noexcept {
     static system_steady_clock c;
     return c;
@@ -78,6 +80,7 @@ class manual_clock final : public clock {
   steady_time now() const noexcept override {
     return steady_time{std::chrono::nanoseconds{ns_.load(std::memory_order_acquire)}};
   }
+  /// Moves the clock forward by `d` (d >= 0: processing time never goes back). Any thread.
   void advance(std::chrono::nanoseconds d) noexcept {
     ns_.fetch_add(d.count(), std::memory_order_acq_rel);
   }

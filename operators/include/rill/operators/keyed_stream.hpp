@@ -263,6 +263,8 @@ class keyed_stream {
   stream<T> values() && {
     return std::move(s_).map([](detail::keyed<T>&& v) -> T { return std::move(v.value); });
   }
+  /// The stream<T> operators, applied to values() on the key's worker: same signatures
+  /// and rules as in <rill/operators/stream.hpp> (build thread only, as every builder).
   template <class F>
   auto map(F f) && { return std::move(*this).values().map(std::move(f)); }
   template <class F>

@@ -407,7 +407,7 @@ class stream {
     using KT = detail::keyed<T>;
     stream<KT> routed([prev = std::move(attach_), key, hash](job_builder& b, stage_factory<KT> down) {
       const std::size_t n = b.workers();
-      auto ex = std::make_shared<exchange<KT>>(n, 256, 64);
+      auto ex = std::make_shared<detail::exchange<KT>>(n, 256, 64);
       auto producers = std::make_shared<std::vector<detail::key_by_stage<T, KeyFn, Hash>*>>();
       b.add_finalizer([&b, ex, producers, down, n] {
         std::size_t total = 0;
@@ -442,7 +442,7 @@ class stream {
       const std::size_t n = b.workers();
       std::size_t nodes = 1;
       for (std::size_t w = 0; w < n; ++w) nodes = std::max(nodes, b.rt().node_of(w) + 1);
-      auto ex = std::make_shared<rebalance_exchange<T>>(n, nodes, 64, 256, 4);
+      auto ex = std::make_shared<detail::rebalance_exchange<T>>(n, nodes, 64, 256, 4);
       b.add_finalizer([&b, ex, down, n] {
         for (std::size_t w = 0; w < n; ++w) {
           auto ctx = b.context(w, ex->total_inputs());
