@@ -29,8 +29,11 @@ The translation unit is: the standard headers below, `#include` of the header it
 compiler error names the header and the banner line. Variables an example declares for
 show may be unused: -Wno-unused-* only; every other warning is an error.
 
-Usage (ctest runs it from the build tree):
-    tests/banner_examples.py --source-dir . --build-dir build [-j 2] [-v] [headers...]
+Usage (ctest runs both):
+    tests/banner_examples.py --build-dir build [-j 2] [-v] [headers...]
+    tests/banner_examples.py --build-dir build --self-test   # the checker catches a missing
+                                                             # and a broken example
+Exit status 0 when every header outside KNOWN_EXCEPTIONS compiles, 1 otherwise.
 """
 
 import argparse
@@ -75,7 +78,6 @@ EXTRA_FLAGS = [
     "-Wno-unused-variable",
     "-Wno-unused-but-set-variable",
     "-Wno-unused-parameter",
-    "-Wno-unused-lambda-capture",
     "-Wno-unused-function",
     "-Wno-unused-local-typedefs",
 ]
@@ -175,23 +177,70 @@ def compile_flags(build_dir, source_dir):
     return cxx, out
 
 
+def self_test(build_dir, jobs):
+    """Runs the checker on three made-up headers: one without an example, one whose
+    example does not compile, one whose namespace-scope example does. The checker must
+    fail exactly the first two, so this test can fail."""
+    import shutil
+    root = tempfile.mkdtemp(prefix="rill-banner-self-")
+    try:
+        for d in PUBLIC_INCLUDE_DIRS:
+            os.makedirs(os.path.join(root, d), exist_ok=True)
+        core = os.path.join(root, "core/include/rill/core")
+        os.makedirs(core)
+        files = {
+            "a.hpp": "// rill/core/a.hpp: no example.\n#pragma once\n",
+            "b.hpp": "// rill/core/b.hpp: a broken example.\n//\n"
+                     "// Example (compiled by tests/banner_examples.py):\n"
+                     "//   int x = undefined_name;\n#pragma once\n",
+            "c.hpp": "// rill/core/c.hpp: a good example.\n//\n"
+                     "// Example (namespace scope, compiled by tests/banner_examples.py):\n"
+                     "//   #include <rill/core/a.hpp>\n"
+                     "//   struct s { int v = 1; };\n"
+                     "//   int main() { return s{}.v - 1; }\n#pragma once\n",
+        }
+        for name, text in files.items():
+            with open(os.path.join(core, name), "w", encoding="utf-8") as f:
+                f.write(text)
+        failed = run(root, build_dir, jobs, verbose=False, only=[], known=set())
+        want = ["core/include/rill/core/a.hpp", "core/include/rill/core/b.hpp"]
+        if sorted(failed) != want:
+            print(f"self-test FAILED: the checker failed {sorted(failed)}, expected {want}")
+            return 1
+        print("self-test passed: a missing and a broken example fail, a good one passes")
+        return 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     ap.add_argument("--build-dir", required=True, help="a CMake build tree with compile_commands.json")
     ap.add_argument("-j", type=int, default=2)
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--self-test", action="store_true", help="check the checker on made-up headers")
     ap.add_argument("headers", nargs="*", help="only these (paths relative to the source dir)")
     a = ap.parse_args()
+    if a.self_test:
+        return self_test(os.path.abspath(a.build_dir), a.j)
+    failed = run(os.path.abspath(a.source_dir), os.path.abspath(a.build_dir), a.j, a.verbose,
+                 a.headers, KNOWN_EXCEPTIONS)
+    return 1 if failed else 0
 
-    source_dir = os.path.abspath(a.source_dir)
-    cxx, flags = compile_flags(os.path.abspath(a.build_dir), source_dir)
+
+def run(source_dir, build_dir, jobs, verbose, only, known):
+    """Checks every public header under source_dir; prints a line per header and returns
+    the failing ones that are not in `known`."""
+    cxx, flags = compile_flags(build_dir, source_dir)
+    # The headers under test come first (the build tree's flags may point at another tree).
+    flags = [f"-I{os.path.join(source_dir, d)}" for d in PUBLIC_INCLUDE_DIRS] + flags
     headers = public_headers(source_dir)
-    if a.headers:
-        headers = [h for h in headers if h[0] in a.headers]
+    if only:
+        headers = [h for h in headers if h[0] in only]
 
     tmp = tempfile.mkdtemp(prefix="rill-banner-")
-    jobs, missing = [], []
+    tasks, missing = [], []
     for rel, full, include_name in headers:
         ex = extract_example(full)
         if ex is None:
@@ -200,46 +249,46 @@ def main():
         tu = os.path.join(tmp, rel.replace("/", "_") + ".cpp")
         with open(tu, "w", encoding="utf-8") as f:
             f.write(make_tu(rel, include_name, ex))
-        jobs.append((rel, tu))
+        tasks.append((rel, tu))
 
-    def run(job):
-        rel, tu = job
+    def compile_one(task):
+        rel, tu = task
         cmd = [cxx, *flags, *EXTRA_FLAGS, "-fsyntax-only", tu]
         p = subprocess.run(cmd, cwd=source_dir, capture_output=True, text=True)
         return rel, p.returncode, p.stderr, cmd
 
     failed, exc_failed, exc_passed, passed = [], [], [], []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.j)) as pool:
-        for rel, rc, err, cmd in pool.map(run, jobs):
-            known = rel in KNOWN_EXCEPTIONS
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for rel, rc, err, cmd in pool.map(compile_one, tasks):
+            is_known = rel in known
             if rc == 0:
-                (exc_passed if known else passed).append(rel)
+                (exc_passed if is_known else passed).append(rel)
                 print(f"ok      {rel}")
             else:
-                (exc_failed if known else failed).append(rel)
-                print(f"{'KNOWN ' if known else 'FAIL  '}  {rel}")
-                if not known or a.verbose:
+                (exc_failed if is_known else failed).append(rel)
+                print(f"{'KNOWN ' if is_known else 'FAIL  '}  {rel}")
+                if not is_known or verbose:
                     print(err.rstrip()[-6000:])
-                    if a.verbose:
+                    if verbose:
                         print("  command:", " ".join(shlex.quote(c) for c in cmd))
     for rel in missing:
-        known = rel in KNOWN_EXCEPTIONS
-        print(f"{'KNOWN ' if known else 'FAIL  '}  {rel}: no '// Example' block in its banner")
-        (exc_failed if known else failed).append(rel)
+        is_known = rel in known
+        print(f"{'KNOWN ' if is_known else 'FAIL  '}  {rel}: no '// Example' block in its banner")
+        (exc_failed if is_known else failed).append(rel)
 
     total = len(headers)
     print(f"\n{len(passed) + len(exc_passed)}/{total} banner examples compile"
           f" ({len(exc_failed)} known exceptions failing, {len(failed)} failures)")
     for rel in exc_passed:
-        print(f"note: {rel} now compiles: take it off KNOWN_EXCEPTIONS in {os.path.relpath(__file__, source_dir)}")
+        print(f"note: {rel} now compiles: take it off KNOWN_EXCEPTIONS in tests/banner_examples.py")
     if failed:
         print("failing: " + " ".join(failed))
-    if not a.verbose:
+    if not verbose:
         import shutil
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         print(f"translation units kept in {tmp}")
-    return 1 if failed else 0
+    return failed
 
 
 if __name__ == "__main__":
