@@ -1,5 +1,5 @@
 // numa_ring_bench — rill's mpmc_ring / numa_ring against the Debian MPMC queues, the
-// core-to-core cache-line floor, and the three lessons of DESIGN.md "NumaRing".
+// core-to-core cache-line floor, and rules 1-3 of docs/design.md "NumaRing" (lesson1..3).
 //
 //   throughput/<queue>/<bytes>/<P>P<C>C   items/s moving 2^18 items, P producers, C consumers
 //   uncontended/<queue>/<bytes>           one thread: 512 pushes then 512 pops (op cost alone)

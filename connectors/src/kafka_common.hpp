@@ -20,8 +20,8 @@ inline void set_config(RdKafka::Conf& c, const char* who, const std::string& k, 
     throw std::invalid_argument(std::string(who) + ": config " + k + "=" + v + ": " + err);
 }
 
-/// Bounded wait for a broker (issue 5: "broker unreachable at start gives a clear error
-/// after a bounded wait, not a hang"): one metadata request for all topics, waiting up to
+/// Bounded wait for a broker (an unreachable broker at start gives a clear error after a
+/// bounded wait, not a hang): one metadata request for all topics, waiting up to
 /// `timeout`. Returns the cluster's metadata. Throws std::runtime_error("<who>: no broker
 /// of '<brokers>' answered within <timeout> ms: <librdkafka's error>") when none answers.
 inline std::unique_ptr<RdKafka::Metadata> wait_for_broker(RdKafka::Handle& h, const char* who,

@@ -109,7 +109,7 @@ void decode_ipv4(const std::uint8_t* p, std::size_t n, packet& out) noexcept {
   const std::uint16_t offset = frag & 0x1fff;
   out.fragment = more_fragments || offset != 0;
   std::uint8_t num = p[9];
-  if (offset != 0) {  // non-first fragment: its payload is not a transport header (C18)
+  if (offset != 0) {  // non-first fragment: its payload is not a transport header
     return key_transport(4, num, src, dst, nullptr, 0, out);
   }
   std::size_t cur = ihl;
@@ -169,7 +169,7 @@ void decode_ipv6(const std::uint8_t* p, std::size_t n, packet& out) noexcept {
     if (nh == proto_fragment) {
       out.fragment = true;
       const std::uint16_t offset = be16(p + cur + 2) >> 3;
-      if (offset != 0) {  // non-first fragment: keyed by its next header, no ports (C18)
+      if (offset != 0) {  // non-first fragment: keyed by its next header, no ports
         return key_transport(6, next, src, dst, nullptr, 0, out);
       }
     }
@@ -305,14 +305,14 @@ namespace {
 
 // Both decode overloads: `p`/`n` are the bytes decode may look at, `cap_len` the packet's
 // captured length, `cap_over_wire` whether the record claims more captured bytes than
-// went over the wire (then nothing past wire_len is trusted, C15).
+// went over the wire (then nothing past wire_len is trusted).
 packet decode_bytes(int linktype, const std::uint8_t* p, std::size_t n, std::uint32_t cap_len,
                     bool cap_over_wire, std::uint32_t wire_len, event_time t) noexcept {
   packet out;
   out.time = t;
   out.wire_len = wire_len;
   out.cap_len = cap_len;
-  if (cap_over_wire) {  // caplen > len cannot happen honestly: trust neither beyond len (C15)
+  if (cap_over_wire) {  // caplen > len cannot happen honestly: trust neither beyond len
     out.malformed = true;
     n = std::min<std::size_t>(n, wire_len);
   }

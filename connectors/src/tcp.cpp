@@ -237,7 +237,7 @@ struct tcp_sink::impl : std::enable_shared_from_this<tcp_sink::impl> {
         asio::buffer(rbuf),
         [self = shared_from_this(), g = gen](const boost::system::error_code& ec, std::size_t) {
           if (self->stopped || g != self->gen) return;
-          if (!ec) return self->start_read();  // receivers do not talk back (yet): ignore
+          if (!ec) return self->start_read();  // receivers never talk back: ignore
           self->peer_closed = true;
           // With a write in flight the write path reports what the kernel says (EPIPE,
           // ECONNRESET); idle, the connection is failed now so the next record goes to a new one.

@@ -246,7 +246,7 @@ TEST(decode, ipv6_extension_header_chain_is_walked) {
   EXPECT_FALSE(c.key.a_port.has_value());
 }
 
-// CASES.md C18: non-first fragments never yield ports taken from their payload.
+// C18 (dpkt issue 575): non-first fragments never yield ports taken from their payload.
 TEST(decode, c18_ipv6_fragments) {
   const addr16 a = v6(0x2001, 0x1), b = v6(0x2001, 0x2);
   bytes first_payload = udp(5000, 6000, bytes(1440, 0xee));  // 1448 bytes = 181 units
@@ -289,7 +289,7 @@ TEST(decode, c18_ipv4_fragments) {
   EXPECT_EQ(second.key.to_string().find("22136"), std::string::npos);
 }
 
-// CASES.md C15: caplen 60 > len 28; the IPv4 header ends inside the source address.
+// C15 (tcpreplay issue 485): caplen 60 > len 28; the IPv4 header ends inside the source address.
 TEST(decode, c15_caplen_above_len_and_cut_ipv4_header) {
   bytes frame = eth(eth_ipv4, {});
   const bytes full = ipv4(h1, h2, 17, udp(1, 2, {}));

@@ -3,7 +3,7 @@
 // of the packet path (pcap_source), on
 //   1. every capture of shared/data/pcap and the Debian ones (python3-dpkt, sip-tester);
 //   2. hand-built captures: VLAN/QinQ, IPv6 extension headers, snaplen cuts, caplen > len
-//      (CASES.md C15), SLL2, a file cut off mid-record (same error and message);
+//      (C15, tcpreplay issue 485), SLL2, a file cut off mid-record (same error and message);
 //   3. the byte cap: headers past pcap_frame::max_bytes decode as a capture cut there;
 //   4. a job: pcap_frame_source -> rebalance -> map(decoder) -> sink on 2 workers gives
 //      the packets and the stats of pcap_source -> sink.

@@ -2,7 +2,8 @@
 //   1. ground truth: every capture in shared/data/pcap, read + decoded + aggregated, must
 //      equal NAME.truth.json exactly (tshark 4.0.17, see MANIFEST.md);
 //   2. bad input written by the test itself: cut-off files, unknown link type, empty,
-//      missing, non-pcap, caplen > len (CASES.md C15, C16);
+//      missing, non-pcap, caplen > len (C15: tcpreplay
+//      issue 485; C16: dpkt issue 72);
 //   3. container variants: µs/ns, little/big endian, SLL, SLL2, raw IP;
 //   4. examples/pcapgen output read back with exact counts.
 #include "rill/connectors/pcap_reader.hpp"
@@ -260,7 +261,7 @@ TEST_F(pcap_files, raw_record_api_reports_offsets) {
 }
 
 // C16: SLL (113) and raw IP (101) give correct 5-tuples; SLL2 (276) is supported by rill
-// (CASES.md allows "unsupported" for 276; rill parses it); PPI (192) is a clear error.
+// ("unsupported" would be acceptable for 276; rill parses it); PPI (192) is a clear error.
 TEST_F(pcap_files, c16_link_types) {
   const bytes v4udp = ipv4(h1, h2, 17, udp(33333, 53, {9}));
   const bytes v6tcp = ipv6(v6(0xfe80, 1), v6(0xfe80, 2), 6, tcp(50000, 443, {}));

@@ -2,12 +2,13 @@
 //
 // ctest: ctest -R "numa_ring|mpmc_ring" runs every test of this file.
 //
-// Loop counts: the default run uses the numbers of CASES.md C10 and issue 3 (10^7 items).
+// Loop counts: the default run uses the numbers of case C10 (boostorg/lockfree#119:
+// 10^7 items).
 // RILL_STRESS_SCALE=<d> divides every count by d; under ThreadSanitizer the default
 // divisor is 100 (TSan slows atomics by 10-50x).
 //
 // C11 (blocking pop + push + close) is not tested here: mpmc_ring/numa_ring never block
-// and have no close(); blocking waits belong to the event loop (DESIGN.md "NumaRing"),
+// and have no close(); blocking waits belong to the event loop (docs/design.md "NumaRing"),
 // so C11 lives with the runtime's tests.
 #include "rill/core/numa_ring.hpp"
 

@@ -1,7 +1,8 @@
 // The banner examples of the keyed-window headers and of <rill/rill.hpp>, and the README's
-// "Using rill in your project" example, compiled and run here with their results checked,
-// so a banner cannot drift from the API. Each function below is the banner's code; where
-// a banner reads "capture.pcap", the test passes a Debian-shipped capture.
+// "Using rill in your project" example, run here with their results checked. Each
+// function below is the banner's code; where a banner reads "capture.pcap", the test
+// passes a Debian-shipped capture. tests/banner_examples.py compiles the banner example
+// of every public header as written (this file checks what a few of them compute).
 #include <rill/rill.hpp>
 
 #include <gtest/gtest.h>

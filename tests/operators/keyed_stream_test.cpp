@@ -1,9 +1,9 @@
-// Tests of the keyed-window DSL (rill/operators/keyed_stream.hpp) on the real runtime:
-// CASES.md C20 (a) clean end, (b) stop with stop_policy::discard and ::fire, (c) an input
-// that ends early; and, on 2 workers, tumbling counts checked against a std::map, sliding
-// counts and session sums against the brute-force reference (keyed_window_model.hpp),
-// with the stage counters; the ready aggregations through the DSL.
-// Every expected value comes from the model, a std::map built here, or the hand
+// Tests of the keyed-window DSL (rill/operators/keyed_stream.hpp) on the real runtime: C20
+// (FLINK-3554, FLINK-2577): (a) clean end, (b) stop with stop_policy::discard and ::fire,
+// (c) an input that ends early; and, on 2 workers, tumbling counts checked against a
+// std::map, sliding counts and session sums against the brute-force reference
+// (keyed_window_model.hpp), with the stage counters; the ready aggregations through the
+// DSL. Every expected value comes from the model, a std::map built here, or the hand
 // computation in the comment; none from a run of the operator.
 #include "rill/operators/keyed_stream.hpp"
 
@@ -70,7 +70,7 @@ std::vector<rill::record<ev>> records_at(std::initializer_list<std::int64_t> tim
 }
 
 // ---------------------------------------------------------------------------------------
-// CASES.md C20
+// C20 (FLINK-3554, FLINK-2577)
 // ---------------------------------------------------------------------------------------
 
 // C20 (a). Graph: vector_source(1 split: 1000, 2000, 12500 ms) -> key_by(0)

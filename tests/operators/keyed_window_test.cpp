@@ -7,7 +7,8 @@
 //     with a slide that divides the size and one that does not, sessions with merges;
 //     allowed lateness 0 and > 0;
 //   - hand-worked cases with the arithmetic in the comments;
-//   - CASES.md C19 (per-partition inputs and progress markers) and C20 (a), (b), (c) at
+//   - C19 (FLINK-32828: per-partition inputs and progress markers) and C20 (FLINK-3554,
+//     FLINK-2577) (a), (b), (c) at
 //     this level (keyed_stream_test.cpp runs C20 through the runtime);
 //   - the memory bound: state is O(keys x open windows), never O(records).
 // Processing time comes from a manual_clock (no sleeps). Every expected value comes from
@@ -595,7 +596,7 @@ TEST(keyed_window, session_record_exactly_gap_after_at_the_watermark_merges) {
   EXPECT_EQ(h.rows().back(), (row{"b", ns(20s) + 1, ns(30s) + 1, 1, false}));
 }
 
-// Negative times floor (rill::window_start; CASES.md C01): -1 ns is in [-10 s, 0).
+// Negative times floor (rill::window_start; C01, FLINK-26334): -1 ns is in [-10 s, 0).
 TEST(keyed_window, negative_times_floor) {
   harness<int, int, rill::tumbling, ids_agg> h{rill::tumbling{10s}, {.max_delay = 60s}};
   h.push(0, 1, at(-1ns));        // [-10 s, 0)
@@ -747,7 +748,7 @@ TEST(keyed_window, bad_options_throw_config_error_with_key) {
 }
 
 // ---------------------------------------------------------------------------------------
-// CASES.md C19, C20 at the aggregator
+// C19 (FLINK-32828), C20 (FLINK-3554, FLINK-2577) at the aggregator
 // ---------------------------------------------------------------------------------------
 
 // C19: partitions p0 and p1 are both assigned from the start (inputs = 2). Their records

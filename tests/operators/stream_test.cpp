@@ -150,10 +150,11 @@ TEST(stream, stop_request_ends_an_endless_source_and_drains) {
   EXPECT_EQ(rep.stage("source").out, std::uint64_t(count->load()));  // nothing lost in flight
 }
 
-// CASES.md C11 (lost wake-up): source(one element) -> map(identity) -> key_by -> sink,
-// run 100,000 times (divided by RILL_STRESS_SCALE under sanitizers). The exchange's
-// consumer goes to sleep and is woken by the producer's push: a lost wake-up would hang a
-// run. A watchdog fails the test if any single run takes longer than 1 s.
+// C11 (lost wake-up, ReactiveX/RxCpp pull request 543): source(one element) ->
+// map(identity) -> key_by -> sink, run 100,000 times (divided by RILL_STRESS_SCALE under
+// sanitizers). The exchange's consumer goes to sleep and is woken by the producer's push: a
+// lost wake-up would hang a run. A watchdog fails the test if any single run takes longer
+// than 1 s.
 TEST(stream, c11_single_element_runs_never_hang) {
   long runs = 100000;
   if (const char* s = std::getenv("RILL_STRESS_SCALE")) runs /= std::max(1L, std::atol(s));

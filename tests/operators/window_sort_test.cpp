@@ -1,8 +1,8 @@
-// Tests for rill/operators/window_sort.hpp: DESIGN.md "window_sort" and CASES.md C01,
-// C02 (idle variant), C03. Processing time comes from a manual_clock (no sleeps).
-// Event times below are written in ms or s; every expected value is worked by hand in
-// the comment next to it, except the brute-force reference test, which recomputes the
-// rule from scratch.
+// Tests for rill/operators/window_sort.hpp: docs/design.md "window_sort" and the cases C01
+// (FLINK-26334), C02 with its idle variant (FLINK-3121), C03 (FLINK-7611). Processing time
+// comes from a manual_clock (no sleeps). Event times below are written in ms or s; every
+// expected value is worked by hand in the comment next to it, except the brute-force
+// reference test, which recomputes the rule from scratch.
 #include "rill/operators/window_sort.hpp"
 
 #include <gtest/gtest.h>
@@ -81,7 +81,7 @@ struct one_input {
   void end() { ws.end(0, out.on_window()); }
 };
 
-// DESIGN.md "window_sort" worked example.
+// docs/design.md "window_sort" worked example.
 TEST(window_sort, design_page_example) {
   one_input s{{.length = 10s, .max_delay = 2s}};
   s.push(1, at(1s));
@@ -139,7 +139,7 @@ TEST(window_sort, lateness_boundary) {
   EXPECT_EQ(values(s.out.windows[0]), (std::vector<int>{2, 1}));  // 8 s, then 10 s
 }
 
-// CASES.md C01: negative times floor; in order with delay 0.
+// C01 (FLINK-26334): negative times floor; in order with delay 0.
 TEST(window_sort, c01_negative_event_times) {
   one_input s{{.length = 10s, .max_delay = 0s}};
   for (std::int64_t t : {-15000, -10001, -10000, -1, 0, 9999, 10000}) s.push_ms(t);
@@ -190,7 +190,7 @@ TEST(window_sort, equal_timestamps_keep_arrival_order) {
   EXPECT_EQ(values(s.out.windows[0]), (std::vector<int>{2, 4, 6, 1, 3, 5}));
 }
 
-// CASES.md C03: late record goes to the side output with its window, counted, and the
+// C03 (FLINK-7611): late record goes to the side output with its window, counted, and the
 // released window is unchanged.
 TEST(window_sort, c03_late_record_side_output) {
   one_input s{{.length = 10s, .max_delay = 2s}};
@@ -223,7 +223,7 @@ TEST(window_sort, c03_drop_policy_counts_without_side_output) {
   EXPECT_EQ(times_ms(s.out.windows[0]), (std::vector<std::int64_t>{1000}));
 }
 
-// CASES.md C02, first form: input 1 (a reader with no partition) never sends anything.
+// C02 (FLINK-3121), first form: input 1 (a reader with no partition) never sends anything.
 TEST(window_sort, c02_silent_input_is_ignored_once_idle) {
   rill::manual_clock clk;  // t = 0
   window_sorter<int> ws{{.length = 10s, .idle_timeout = 1s}, 2, clk.now()};
@@ -243,7 +243,7 @@ TEST(window_sort, c02_silent_input_is_ignored_once_idle) {
   EXPECT_EQ(times_ms(out.windows[1]), (std::vector<std::int64_t>{12000}));
 }
 
-// CASES.md C02 variant: 2 inputs, p1 sends one event at 0 then nothing; idle timeout 1 s.
+// C02 (FLINK-3121) variant: 2 inputs, p1 sends one event at 0 then nothing; idle timeout 1 s.
 TEST(window_sort, c02_idle_variant) {
   rill::manual_clock clk;  // processing time t = 0
   window_sorter<int> ws{{.length = 10s, .max_delay = 0s, .idle_timeout = 1s}, 2, clk.now()};

@@ -5,14 +5,25 @@
 //   rill::fan_out          the splitter: write(batch) hands the batch to every target
 //   rill::fan_out::target  a destination: write + writable, a name and a slow-sink policy
 //
-// Example (the streamed-sockets indexer: two TCP destinations and disk):
+// Example (compiled by tests/banner_examples.py; the streamed-sockets indexer: a TCP
+// destination, a tap that may fall behind, and disk):
+//   #include <rill/connectors/file_sink.hpp>
+//   #include <rill/connectors/tcp_sink.hpp>
+//   boost::asio::io_context io;
+//   auto fixed32 = rill::framing::fixed(32);
+//   rill::tcp_sink forwarder{io, {.endpoint = rill::tcp_endpoint::connect("127.0.0.1", 9000),
+//                                 .framing = fixed32}};
+//   rill::tcp_sink tap{io, {.endpoint = rill::tcp_endpoint::connect("127.0.0.1", 9001),
+//                           .framing = fixed32}};
+//   rill::segment_file_sink files{{.directory = "out/indexer", .record_bytes = 32}};
 //   rill::fan_out out;
-//   out.add(rill::fan_out::to(forwarder_sink));          // tcp_sink: backpressure
-//   out.add(rill::fan_out::to(tap_sink, rill::fan_out::slow::drop));
-//   out.add(rill::fan_out::to(segment_files));           // segment_file_sink
-//   if (!out.write(wire, n_records)) receiver.pause();  // resume when out.ready()
+//   out.add(rill::fan_out::to(forwarder));                           // backpressure
+//   out.add(rill::fan_out::to(tap, rill::fan_out::slow::drop, "tap"));
+//   out.add(rill::fan_out::to(files));
+//   std::array<std::byte, 64> wire{};                                 // 2 records of 32 bytes
+//   if (!out.write(wire, 2)) { /* stop reading the input until out.ready() */ }
 //
-// Rule (issue 6): every target has its own bounded buffer (its soft cap). With policy
+// Rule: every target has its own bounded buffer (its soft cap). With policy
 // backpressure, a full target makes write() return false: the caller stops reading until
 // ready() — memory stays bounded by the caps plus one batch, and the slow target sets
 // the pace. With policy drop, a batch that finds the target full is not given to it: the
@@ -54,8 +65,10 @@ class fan_out {
         [&s] { return s.writable(); }, policy};
   }
 
+  /// Adds a destination; before the first write(). Same thread as write().
   void add(target t) { targets_.push_back(std::move(t)); }
-  /// Called with (target name, message) when a drop-policy target starts dropping.
+  /// Called with (target name, message) when a drop-policy target starts dropping (once
+  /// per episode of being full), on the thread calling write().
   void on_drop(std::function<void(const std::string&, const std::string&)> f) {
     drop_cb_ = std::move(f);
   }
@@ -82,12 +95,13 @@ class fan_out {
     }
     return ready();
   }
-  /// True when every backpressure target can take more.
+  /// True when every backpressure target can take more. Never blocks.
   bool ready() const {
     for (const auto& t : targets_)
       if (t.policy == slow::backpressure && !t.writable()) return false;
     return true;
   }
+  /// The destinations with their written/dropped counters. Same thread as write().
   const std::vector<target>& targets() const noexcept { return targets_; }
 
  private:

@@ -5,10 +5,11 @@
 //   rill::segment_file_options  directory, prefix, record size, records per segment
 //   rill::segment_file_sink     buffers on the caller's thread, writes on a thread of its own
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   rill::segment_file_sink files{{.directory = "out/indexer", .record_bytes = 32,
 //                                  .records_per_segment = 1 << 20}};        // 32 MiB files
-//   files.write_framed(wire, n);            // n records of 32 bytes, back to back
+//   std::vector<std::byte> wire(4 * 32);    // 4 records of 32 bytes, back to back
+//   files.write_framed(wire, 4);
 //   files.close();                          // flush, rename the last segment, join
 //   // out/indexer/seg-00000000000000000000-00000000000001048575.seg, ...
 //
@@ -17,8 +18,8 @@
 // first_index. A segment is written as PREFIX-FIRST.part and renamed when it is full (or
 // at close()): a .seg file is always complete. `cat DIR/*.seg` is the stream.
 //
-// Blocking: file I/O happens on the sink's own thread (DESIGN.md: blocking calls get
-// their own thread), never on the caller's; write_framed() only copies into a buffer.
+// Blocking: file I/O happens on the sink's own thread (docs/design.md "Runtime": blocking
+// calls get their own thread), never on the caller's; write_framed() only copies into a buffer.
 // Bounded: writable() is false while more than buffer_bytes wait for the disk. Memory:
 // that, plus the chunk being filled, plus up to 4 written chunks kept for reuse.
 // Errors: a directory that cannot be created throws std::system_error from the
@@ -51,9 +52,8 @@ struct segment_file_options {
   /// Soft cap of bytes waiting for the disk thread.
   std::size_t buffer_bytes = std::size_t{64} << 20;
   /// Bytes handed to the disk thread at once (a batch larger than that goes whole). Small
-  /// enough to still be in cache when the disk thread copies it into the page cache: 1 MiB
-  /// chunks cost the streamed-sockets relays about twice the system time of 128 KiB ones
-  /// (bench/RESULTS.md, "streamed sockets").
+  /// enough to still be in cache when the disk thread copies it into the page cache
+  /// (bench/RESULTS.md, "streamed sockets", measures 1 MiB against 128 KiB).
   std::size_t chunk_bytes = std::size_t{128} << 10;
 };
 
@@ -68,17 +68,24 @@ class segment_file_sink {
 
   /// `wire` = `n` whole records (n * record_bytes bytes). Returns false (counted as
   /// dropped) when the sink failed or the size is not n * record_bytes.
+  /// Producer thread; copies into the current chunk and never waits for the disk.
   bool write_framed(std::span<const std::byte> wire, std::size_t n);
+  /// False while more than buffer_bytes wait for the disk (stop producing until true
+  /// again), or once the sink failed. Producer thread; never blocks.
   bool writable() const noexcept;
   /// Flushes everything, renames the last segment, joins the thread. Blocks the caller
   /// for the disk time: not from a worker. Idempotent.
   void close();
 
+  /// A write or rename failed; later records are dropped. Any thread.
   bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  /// "PATH: strerror" of the first failure, empty if none. Any thread.
   std::string error() const;
+  /// Records written to disk so far (a stale snapshot while running). Any thread.
   std::uint64_t records_written() const noexcept {
     return written_.load(std::memory_order_relaxed);
   }
+  /// Records refused (wrong size, or after a failure). Any thread.
   std::uint64_t records_dropped() const noexcept {
     return dropped_.load(std::memory_order_relaxed);
   }

@@ -9,7 +9,7 @@
 //                          sequence index of the first record that follows
 //   rill::framing_errc     error codes of the decoder (a std::error_category "rill.framing")
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   rill::framing f = rill::framing::length_prefixed(1 << 20);
 //   std::vector<std::byte> wire;
 //   rill::frame_encoder{f}.append(wire, rill::as_bytes_view("hello"));
@@ -51,7 +51,9 @@ struct framing {
   /// bytes (> 0, <= 2^31); a larger length on the wire is a framing error.
   std::size_t size = 32;
 
+  /// Records of exactly `record_bytes` bytes. Checked by validate(), not here.
   static framing fixed(std::size_t record_bytes) { return {kind::fixed, record_bytes}; }
+  /// Records with a u32 big-endian length prefix, payloads up to `max_record_bytes`.
   static framing length_prefixed(std::size_t max_record_bytes) {
     return {kind::length_prefixed, max_record_bytes};
   }
@@ -100,8 +102,10 @@ inline std::error_code make_error_code(framing_errc e) noexcept {
   return {static_cast<int>(e), framing_category()};
 }
 
+/// Stateless framer. Distinct objects: safe. Shared objects: safe (const).
 class frame_encoder {
  public:
+  /// `f` should be validated (framing::validate); the encoder does not check it.
   explicit frame_encoder(framing f) noexcept : f_(f) {}
   /// Appends `rec` framed to `out`. Returns wrong_size (and appends nothing) for a fixed
   /// framing and rec.size() != size, bad_length for a payload over the maximum. noexcept
@@ -119,6 +123,7 @@ class frame_encoder {
     out.insert(out.end(), rec.begin(), rec.end());
     return {};
   }
+  /// The framing this encoder writes.
   const framing& spec() const noexcept { return f_; }
 
  private:
@@ -128,8 +133,10 @@ class frame_encoder {
 /// Incremental decoder. Feed chunks in stream order; complete records are passed to
 /// `on_record(std::span<const std::byte> payload)`. A span stays valid until the next
 /// feed() or reset() (it points into the chunk or into the decoder's reassembly buffer).
+/// Thread safety: one thread at a time (it keeps the partial record between feeds).
 class frame_decoder {
  public:
+  /// `f` should be validated (framing::validate).
   explicit frame_decoder(framing f) : f_(f) {}
 
   /// Returns {} or framing_errc::bad_length (records before it were delivered; the stream
@@ -191,6 +198,7 @@ class frame_decoder {
   }
   /// Bytes fed since the last reset() (on error: offset of the bad length prefix).
   std::uint64_t offset() const noexcept { return offset_; }
+  /// The framing this decoder reads.
   const framing& spec() const noexcept { return f_; }
 
  private:

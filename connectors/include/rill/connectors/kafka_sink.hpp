@@ -8,13 +8,19 @@
 //   rill::kafka_sink_stats     counters (atomics, any thread)
 //   rill::kafka_sink<T>        a shared rill::sink_of<T>: `stream.sink(ptr)`
 //
-// Example:
-//   auto out = std::make_shared<rill::kafka_sink<flow>>(
-//       rill::kafka_sink_options{.brokers = "127.0.0.1:19092", .topic = "flows"},
-//       [](const flow& f) { return rill::kafka_message_out{f.key(), f.json()}; });
+// Example (compiled by tests/banner_examples.py; squares to the topic "squares", keyed
+// by the number):
+//   #include <rill/operators/stream.hpp>
+//   rill::kafka_sink_options o;
+//   o.brokers = "127.0.0.1:19092";
+//   o.topic = "squares";
+//   auto out = std::make_shared<rill::kafka_sink<int>>(o, [](const int& x) {
+//     return rill::kafka_message_out{std::to_string(x), std::to_string(x * x)};
+//   });
 //   out->on_error([](const rill::kafka_failed_delivery& d) { std::cerr << d.error << '\n'; });
-//   rill::runtime{}.run(rill::from(src).map(to_flow).sink(out));
-//   if (out->undelivered()) return 1;   // flush timed out: records not confirmed
+//   rill::vector_source<int> src{{{1, rill::event_time{1s}}, {2, rill::event_time{2s}}}};
+//   rill::runtime{}.run(rill::from(std::move(src)).sink(out));
+//   if (out->undelivered() != 0) { /* flush timed out: records not confirmed */ }
 //
 // Rules:
 //   - Producer: enable.idempotence=true, acks=all, partitioner=murmur2_random (the Java
@@ -33,15 +39,15 @@
 //     side output and stats().failed.
 //   - Pending = our own hand-off buffer (records librdkafka refused with QUEUE_FULL,
 //     retried by the sink's poll thread) + librdkafka's queue and in-flight requests.
-//     end(worker) waits until pending is 0 or flush_timeout passed (C09); after a timeout
+//     end(worker) waits until pending is 0 or flush_timeout passed; after a timeout
 //     undelivered() tells how many records were not confirmed and errors() says so.
 //   - Backpressure: at options.max_pending pending records the sink reports itself full
 //     (flush(worker) == false) and the pipeline's sources wait before their next slice;
 //     a kafka_source pauses its partitions when that lasts (kafka_source.hpp). Only for
 //     a sink on the source's own worker: a worker draining a key_by/rebalance exchange
-//     does not wait for a full sink yet (exchange.hpp drain), so behind an exchange the
+//     does not wait for a full sink (exchange.hpp drain), so behind an exchange the
 //     pending count can pass max_pending (bounded there by librdkafka's
-//     queue.buffering.max.messages and our hand-off buffer, as before max_pending).
+//     queue.buffering.max.messages and our hand-off buffer).
 //   - Delivery reports are served by the writing workers (every 64 writes of a thread,
 //     and when flush(worker) finds the sink full) and, while no worker writes for 5 ms,
 //     by the sink's poll thread: a consume -> produce pipeline then releases each ack
@@ -100,9 +106,9 @@ struct kafka_sink_options {
   /// (pending(): our hand-off buffer + librdkafka's queue + in flight), the sink tells the
   /// pipeline it is full and the sources wait (a kafka_source pauses its partitions when
   /// that lasts). 0 = no limit (then only librdkafka's queue.buffering.max.messages
-  /// bounds librdkafka's queue and our hand-off buffer grows). See bench/RESULTS.md
-  /// "kafka" for why the default is not larger: a deeper producer queue made the same
-  /// job slower.
+  /// bounds librdkafka's queue and our hand-off buffer grows). The default is not
+  /// larger because a deeper producer queue makes the same job slower (bench/RESULTS.md
+  /// "kafka").
   std::uint64_t max_pending = 50000;
 };
 

@@ -10,17 +10,21 @@
 //   rill::is_supported_linktype which link types decode understands
 //   std::hash<rill::flow_key>
 //
-// Example:
-//   std::array<std::byte, 64> frame = ...;               // Ethernet/IPv4/UDP bytes
-//   auto p = rill::decode(1 /*Ethernet*/, frame, 64, rill::event_time{});
+// Example (compiled by tests/banner_examples.py):
+//   std::array<std::byte, 42> frame{};          // Ethernet + IPv4 + UDP, addresses 0.0.0.0
+//   frame[12] = std::byte{0x08};                // EtherType 0x0800: IPv4
+//   frame[14] = std::byte{0x45};                // version 4, IHL 5 (20 bytes)
+//   frame[17] = std::byte{28};                  // IPv4 total length 28 = 20 + 8
+//   frame[23] = std::byte{17};                  // protocol 17: UDP
+//   auto p = rill::decode(1 /*Ethernet*/, frame, /*wire_len=*/42, rill::event_time{});
+//   std::unordered_map<rill::flow_key, std::uint64_t> bytes_per_flow;
 //   if (p && !p->truncated && p->key.proto == rill::ip_proto::udp) {
 //     std::cout << p->key.a_endpoint() << " <-> " << p->key.b_endpoint() << '\n';
+//     bytes_per_flow[p->key] += p->wire_len;
 //   }
-//   std::unordered_map<rill::flow_key, std::uint64_t> bytes_per_flow;
-//   bytes_per_flow[p->key] += p->wire_len;
 //
-// Conventions (they match /work/shared/tools/pcap_truth.py, i.e. tshark 4.0 with IP
-// defragmentation off, see shared/data/pcap/MANIFEST.md "Machine-readable truth"):
+// Conventions (they match tshark 4.0 with IP defragmentation off, which the tests' truth
+// files come from):
 //   - the OUTERMOST IP header decides the protocol; tunnels (IP-in-IP, GRE) are `other`;
 //   - ports only for TCP/UDP packets that carry the transport header (unfragmented or
 //     first fragment); non-first fragments are keyed by address pair, never by payload;
@@ -50,8 +54,8 @@ namespace rill {
 /// version (ICMPv6 over IPv4 is still icmpv6, as tshark dissects it).
 enum class ip_proto : std::uint8_t { tcp, udp, icmp, icmpv6, other, non_ip };
 
-/// "tcp", "udp", "icmp", "icmpv6", "other", "non_ip" (the first five are the keys of
-/// `by_proto` in NAME.truth.json). Never throws.
+/// "tcp", "udp", "icmp", "icmpv6", "other", "non_ip" (the first five are the protocol
+/// names of the tests' tshark truth files). Never throws.
 std::string_view to_string(ip_proto p) noexcept;
 
 /// Direction-normalised conversation key: both directions of a conversation map to the
@@ -83,8 +87,8 @@ struct flow_key {
   std::string a_ip_string() const;
   std::string b_ip_string() const;
 
-  /// Endpoint text as in NAME.truth.json: "ip:port", "[ipv6]:port", or the bare address
-  /// when the key has no ports. Empty string for non-IP keys.
+  /// Endpoint text as in the tests' tshark truth files: "ip:port", "[ipv6]:port", or the
+  /// bare address when the key has no ports. Empty string for non-IP keys.
   std::string a_endpoint() const;
   std::string b_endpoint() const;
 
@@ -113,11 +117,13 @@ struct packet {
   ///   - link header not readable: proto non_ip, key all zero.
   bool truncated = false;
   /// Header fields contradict each other or the record: cap_len > wire_len (decode then
-  /// bounds itself by wire_len, CASES.md C15), IPv4 IHL < 5 or IHL*4 > total length, IP
-  /// version nibble that does not match the link layer's type. Keyed like `truncated`.
+  /// bounds itself by wire_len, so it never reads bytes the frame does not carry), IPv4 IHL
+  /// < 5 or IHL*4 > total length, IP version nibble that does not match the link layer's
+  /// type. Keyed like `truncated`.
   bool malformed = false;
   /// An IP fragment (IPv4 MF or offset != 0; IPv6 Fragment header). Non-first fragments
-  /// have no ports (CASES.md C18); first fragments keep their real ports.
+  /// have no ports (their payload does not start with a transport header, so ports read
+  /// there would be payload bytes); first fragments keep their real ports.
   bool fragment = false;
   std::uint16_t vlan_outer = 0;  ///< first 802.1Q/802.1ad VLAN ID, 0 = none (or priority tag)
   std::uint16_t vlan_inner = 0;  ///< second VLAN ID (QinQ), 0 = none
@@ -142,7 +148,7 @@ struct decode_fn {
   ///
   /// @param linktype  LINKTYPE_/DLT_ value of the capture (see is_supported_linktype)
   /// @param data      the captured bytes (cap_len = data.size()); never read past its end,
-  ///                  nor past wire_len (CASES.md C15) — safe on any input, fuzz/ASan-clean
+  ///                  nor past wire_len — safe on any input, fuzz/ASan-clean
   /// @param wire_len  the original length on the wire (pcap `len`)
   /// @param t         capture time, ns since the epoch
   /// @return nullopt only when the link type is unsupported; otherwise a packet, possibly

@@ -6,7 +6,7 @@
 //                      pcap_frame::max_bytes captured bytes, inline (no allocation)
 //   (rill::decode(const pcap_frame&) -> rill::packet is in <rill/connectors/packet.hpp>)
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   auto r = rill::pcap_reader::open("capture.pcap");
 //   rill::pcap_record rec;
 //   rill::pcap_frame f;
@@ -27,7 +27,7 @@
 // the packet is marked truncated (and counted so) and keyed as far as the bytes go (see
 // packet::truncated); its cap_len is still the record's. Why 128 and inline: a frame
 // crosses the rebalance ring by copy; 256 inline bytes or a std::vector of every byte
-// (one allocation per frame) were slower (bench/pcap_decode_bench.cpp, RESULTS.md).
+// (one allocation per frame) are slower (bench/pcap_decode_bench.cpp, bench/RESULTS.md).
 //
 // Thread safety: a plain value type. Distinct objects: safe. Shared objects: unsafe
 // (const use is safe). Copying copies the whole inline buffer (sizeof(pcap_frame) bytes).

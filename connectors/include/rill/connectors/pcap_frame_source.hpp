@@ -7,7 +7,9 @@
 //   rill::pcap_frame_decoder  a map function: rill::decode plus the per-protocol and
 //                             truncated counts of the source's stats
 //
-// Example (one capture file, decoded on every worker):
+// Example (compiled by tests/banner_examples.py; one capture file, decoded on every
+// worker):
+//   #include <rill/operators/stream.hpp>
 //   rill::pcap_frame_source src{{"big.pcap"}};
 //   auto stats = src.stats();                    // shared; read after (or during) the run
 //   auto j = rill::from(src)                     // copies: the decoder below shares stats

@@ -6,20 +6,22 @@
 //   rill::read_status        ok / end_of_file / again / error
 //   rill::pcap_reader        pull reader over libpcap: open(path) / open_live(interface)
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   auto r = rill::pcap_reader::open("capture.pcapng");    // throws rill::pcap_error
+//   std::unordered_map<rill::flow_key, std::uint64_t> bytes_per_flow;
 //   rill::packet p;
 //   rill::read_status s;
 //   while ((s = r.next(p)) == rill::read_status::ok) {
-//     flows[p.key] += p.wire_len;
+//     bytes_per_flow[p.key] += p.wire_len;
 //   }
-//   if (s == rill::read_status::error) log(r.last_error().message(), r.error_message());
+//   if (s == rill::read_status::error)
+//     std::cerr << r.last_error().message() << ": " << r.error_message() << '\n';
 //   std::cout << r.counters().records << " records\n";
 //
 // Files: classic pcap (µs or ns, either byte order) and pcapng, opened with nanosecond
 // precision, so every timestamp is exact. Link types: see rill::is_supported_linktype.
 //
-// Errors (DESIGN.md "Bad input"): opening throws; the data path (next) never throws and
+// Errors (docs/design.md "Bad input"): opening throws; the data path (next) never throws and
 // reports through read_status + last_error() + error_message(); every message names the
 // file (or interface), and for a record that cannot be read, its byte offset.
 //
@@ -59,6 +61,7 @@ class pcap_error : public std::runtime_error {
  public:
   pcap_error(std::error_code code, const std::string& message)
       : std::runtime_error(message), code_(code) {}
+  /// The pcap_errc (category "pcap") of the failure; what() names the file.
   const std::error_code& code() const noexcept { return code_; }
 
  private:
@@ -143,6 +146,7 @@ class pcap_reader {
   std::error_code last_error() const noexcept { return last_error_; }
   const std::string& error_message() const noexcept { return error_message_; }
 
+  /// Records, bytes and error counts so far (a copy). Owning thread.
   pcap_reader_counters counters() const noexcept { return counters_; }
 
  private:

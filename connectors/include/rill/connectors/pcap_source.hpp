@@ -8,7 +8,8 @@
 //   rill::pcap_source_stats  totals over all splits: packets, bytes, per protocol, non-IP,
 //                            truncated/malformed, read errors
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
+//   #include <rill/operators/stream.hpp>
 //   rill::pcap_source src{{"a.pcap", "b.pcapng"}};
 //   auto stats = src.stats();                      // shared; read after (or during) the run
 //   auto j = rill::from(std::move(src)).sink([](rill::packet&& p) { /* ... */ });

@@ -5,13 +5,14 @@
 //   rill::pcap_split_reader   pull reader of split i of N: records [c*K, (c+1)*K) for every
 //                             chunk c with c % N == i, decoded with rill::decode
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
+//   std::unordered_map<rill::flow_key, std::uint64_t> bytes_per_flow;
 //   if (rill::pcap_split_reader::splittable("big.pcap")) {
 //     auto r = rill::pcap_split_reader::open("big.pcap", 1, 2);   // split 1 of 2
 //     rill::packet p;
 //     rill::read_status s;
-//     while ((s = r.next(p)) == rill::read_status::ok) flows[p.key] += p.wire_len;
-//     if (s == rill::read_status::error) log(r.error_message());
+//     while ((s = r.next(p)) == rill::read_status::ok) bytes_per_flow[p.key] += p.wire_len;
+//     if (s == rill::read_status::error) std::cerr << r.error_message() << '\n';
 //   }
 //
 // Format: classic pcap version 2.4, magics a1b2c3d4 (µs) and a1b23c4d (ns), either byte

@@ -8,8 +8,10 @@
 //                        retries with backoff until the peer exists; listen mode accepts
 //                        every incoming connection (the newest one supersedes the older)
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
+//   #include <rill/connectors/tcp_sink.hpp>
 //   auto ep = rill::tcp_endpoint::parse("connect:127.0.0.1:9000");   // or "listen:0.0.0.0:9000"
+//   boost::asio::io_context io;
 //   rill::tcp_sink sink{io, {.endpoint = ep, .framing = rill::framing::fixed(32)}};
 //
 // Thread safety: tcp_endpoint/tcp_backoff are plain values. A tcp_connector lives on one
@@ -36,15 +38,19 @@ struct tcp_endpoint {
   std::string host = "127.0.0.1";  ///< numeric IPv4/IPv6 address (no DNS: it would block)
   std::uint16_t port = 0;
 
+  /// An endpoint that connects to host:port. Not checked here: a bad host fails the
+  /// connect (on_error), never a DNS lookup.
   static tcp_endpoint connect(std::string host, std::uint16_t port) {
     return {role::connect, std::move(host), port};
   }
+  /// An endpoint that listens on host:port (port 0: a free port, see port()).
   static tcp_endpoint listen(std::string host, std::uint16_t port) {
     return {role::listen, std::move(host), port};
   }
   /// "connect:HOST:PORT" or "listen:HOST:PORT" (HOST may be empty for listen: any
   /// address). Throws config_error("tcp.endpoint", ...) naming the text on a bad spec.
   static tcp_endpoint parse(const std::string& spec);
+  /// The parse() form, "connect:HOST:PORT" / "listen:HOST:PORT", for logs and errors.
   std::string to_string() const;
 };
 

@@ -9,7 +9,7 @@
 //   rill::tcp_pipeline_sink<T, Encode>   a rill::sink_of<T> for stream<T>::sink(...): owns
 //                            an io thread running a tcp_sink; backpressure through flush()
 //
-// Example (standalone, your own loop):
+// Example (compiled by tests/banner_examples.py; standalone, your own loop):
 //   boost::asio::io_context io;
 //   rill::tcp_sink sink{io, {.endpoint = rill::tcp_endpoint::connect("127.0.0.1", 9000),
 //                            .framing = rill::framing::fixed(32)}};
@@ -67,7 +67,8 @@ struct tcp_sink_options {
   /// Soft cap of buffered bytes (pending + in flight): writable() is false at or above
   /// it. A writer that checks writable() before each batch overshoots by one batch at most.
   std::size_t buffer_bytes = std::size_t{4} << 20;
-  /// TCP_NODELAY (Nagle off). The reference found it did not matter for throughput.
+  /// TCP_NODELAY (Nagle off): a small batch goes out at once instead of waiting for the
+  /// peer's ACK, which matters for latency; throughput does not depend on it.
   bool no_delay = true;
   /// SO_SNDBUF in bytes, set on the socket before connect/listen; 0 = the kernel's
   /// default and autotuning (net.ipv4.tcp_wmem; Linux doubles the value and caps it at
@@ -122,8 +123,11 @@ class tcp_sink {
   bool write_framed(std::span<const std::byte> wire, std::size_t n);
   /// buffered_bytes() < buffer_bytes and not failed.
   bool writable() const noexcept;
+  /// Bytes framed and not yet sent (pending + in flight).
   std::size_t buffered_bytes() const noexcept;
+  /// A connection is established (and its hello sent, with the handshake).
   bool connected() const noexcept;
+  /// Policy fail hit an error, or stop() was called: writes are refused from now on.
   bool failed() const noexcept;
 
   /// Called (on the sink's thread) once the buffer drops below half of buffer_bytes
@@ -146,6 +150,7 @@ class tcp_sink {
 
   /// Listen mode: the bound port (port 0 in the options = a free port).
   std::uint16_t port() const noexcept;
+  /// Counters (atomics): any thread.
   const tcp_sink_stats& stats() const noexcept;
   /// Sequence index the next write() gets.
   std::uint64_t next_seq() const noexcept;

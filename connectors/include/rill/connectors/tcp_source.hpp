@@ -8,7 +8,7 @@
 //   rill::tcp_message         one received record: sequence index + payload bytes
 //   rill::tcp_source          a rill::source_of<tcp_message> (one split) for rill::from()
 //
-// Example (standalone):
+// Example (compiled by tests/banner_examples.py; standalone):
 //   boost::asio::io_context io;
 //   rill::tcp_receiver rx{io, {.endpoint = rill::tcp_endpoint::listen("127.0.0.1", 9000),
 //                              .framing = rill::framing::fixed(32)}};
@@ -115,6 +115,8 @@ class tcp_receiver {
   /// read_bytes. (With fixed framing of that size the receiver never copies a record:
   /// an incomplete one stays in the read buffer and the next read lands behind it.)
   void on_batch(batch_fn f);
+  /// Records [from, to) were lost (a sequence gap announced by a hello). Counted
+  /// (records_missing) before the call.
   void on_gap(gap_fn f);
   /// Lost connections, framing errors (message names the endpoint and byte offset),
   /// failed connects. Counted before the call.
@@ -122,13 +124,18 @@ class tcp_receiver {
   /// A connection ended cleanly (EOF at a record boundary).
   void on_eof(std::function<void()> f);
 
+  /// Listens or connects (per the endpoint) and starts reading; set the callbacks first.
+  /// Never blocks; errors go to on_error. Once.
   void start();
   /// Stops issuing reads after the current one (TCP flow control then slows the sender).
   void pause();
+  /// Reads again after pause() or after on_records returned false.
   void resume();
   /// Cancels everything; idempotent.
   void stop();
+  /// Listen mode: the bound port (port 0 in the options = a free port); valid after start().
   std::uint16_t port() const noexcept;
+  /// Counters (atomics): any thread.
   const tcp_receiver_stats& stats() const noexcept;
   /// Sequence index expected next.
   std::uint64_t next_seq() const noexcept;
@@ -154,8 +161,12 @@ struct tcp_message {
 class tcp_source {
  public:
   using value_type = tcp_message;
+  /// Throws config_error("<name>.framing") for an invalid framing. Any thread, before the
+  /// run.
   explicit tcp_source(tcp_source_options opts);
+  /// One split: the one receiver (rill::source_of).
   std::size_t split_count() const noexcept { return 1; }
+  /// The source's name in run reports and errors (options.name).
   std::string name() const { return opts_.name; }
   /// Counters of the receiver (shared: valid after the run too).
   std::shared_ptr<const tcp_receiver_stats> stats() const;
@@ -190,6 +201,7 @@ class tcp_source {
     std::shared_ptr<state> s_;
     tcp_message scratch_;
   };
+  /// Called by runtime::run on the calling thread before the workers start (rill::source_of).
   reader open(std::size_t split) const;
 
  private:

@@ -4,9 +4,10 @@
 //   rill::config_error   bad configuration: thrown from constructors, build() and run(),
 //                        never from the data path. Carries the offending key.
 //
-// Example:
+// Example (compiled by tests/banner_examples.py; the operators throw these from their
+// options' validate(), e.g. rill::window_sort_options{.length = 0ns}):
 //   try {
-//     rill::window_sort_options{.length = std::chrono::nanoseconds{0}}.validate();
+//     throw rill::config_error{"window_sort.length", "window_sort.length must be > 0"};
 //   } catch (const rill::config_error& e) {
 //     std::cerr << e.key() << ": " << e.what() << '\n';
 //     // prints "window_sort.length: window_sort.length must be > 0"
@@ -23,9 +24,9 @@
 
 namespace rill {
 
-/// A configuration value is invalid. STYLE.md rule 5: bad configuration throws a
-/// config_error with the offending key; the caller fixes the configuration (retrying
-/// the same call will fail the same way).
+/// A configuration value is invalid. Bad configuration throws a config_error with the
+/// offending key (docs/design.md "Errors"); the caller fixes the configuration (retrying
+/// the same call fails the same way).
 ///
 /// `key()` is the dotted option name, `<component>.<option>`, e.g. "window_sort.length".
 /// `what()` is a complete sentence-like message that starts with the key, e.g.

@@ -1,15 +1,23 @@
 // rill/core/exchange.hpp — moving records between workers: the bounded inbox and the
 // keyed exchange behind `key_by`.
 //
-// Defines:
-//   rill::bounded_inbox<T>   a bounded multi-producer single-consumer FIFO of batches
-//   rill::exchange<T>        routes records to the worker owning hash(key) % workers and
-//                            broadcasts progress/end markers, with backpressure
+// Defines (internals of the DSL, in rill::detail: users write `.key_by(f)`):
+//   rill::detail::bounded_inbox<T>  a bounded multi-producer single-consumer FIFO of batches
+//   rill::detail::envelope<T>       a record, progress or end marker crossing an exchange
+//   rill::detail::exchange<T>       routes records to the worker owning hash(key) % workers
+//                                   and broadcasts progress/end markers, with backpressure
 //
-// Example (what key_by builds; users write `.key_by(f)`):
-//   rill::exchange<int> ex{workers, /*batch_records=*/256, /*inbox_batches=*/64};
-//   // producer side, on worker w:   ex.push(w, dest, envelope);  ex.flush(w) -> bool
-//   // consumer side, on worker d:   ex.drain(d, downstream_stage)
+// Example (compiled by tests/banner_examples.py; what key_by builds, users write
+// `.key_by(f)`):
+//   rill::detail::exchange<int> ex{/*workers=*/2, /*batch_records=*/256, /*inbox_batches=*/64};
+//   rill::stage_in<int>* stage_on_1 = nullptr;       // the stage after key_by on worker 1
+//   ex.bind_consumer(1, [](std::function<void()> drain) { /* post to worker 1's loop */ },
+//                    stage_on_1, /*inputs=*/2);      // build time, before the run
+//   rill::detail::envelope<int> e;                            // producer side, on worker 0:
+//   e.rec = rill::record<int>{7, rill::event_time{1s}};
+//   ex.push(0, /*to=*/1, std::move(e));
+//   if (!ex.flush(0)) { /* worker 1's inbox is full: retry on a timer */ }
+//   // consumer side, on worker 1, from the posted wake-up: ex.drain(1)
 //
 // Backpressure: an inbox holds at most `inbox_batches` batches of at most `batch_records`
 // records. When a destination's inbox is full, flush() returns false and keeps the batch;
@@ -39,7 +47,7 @@
 #include "rill/core/record.hpp"
 #include "rill/core/stage.hpp"
 
-namespace rill {
+namespace rill::detail {
 
 /// Bounded FIFO of batches between workers: a rill::mpmc_ring (lock-free, cache-line
 /// slots, see <rill/core/numa_ring.hpp>). try_push never blocks (false when full, value
@@ -179,4 +187,4 @@ class exchange {
   std::vector<consumer> in_;
 };
 
-}  // namespace rill
+}  // namespace rill::detail

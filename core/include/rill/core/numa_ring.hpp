@@ -1,15 +1,17 @@
 // rill/core/numa_ring.hpp — bounded MPMC rings, one per NUMA node, with batched
-// cross-node transfer (DESIGN.md "NumaRing").
+// cross-node transfer (docs/design.md "NumaRing").
 //
 // Defines:
 //   rill::retry_policy        what a push/pop does when it loses a CAS race: retry at once or back
 //   off rill::mpmc_ring<T, R>     one bounded lock-free multi-producer multi-consumer ring
 //   rill::numa_ring<T, R>     one mpmc_ring per NUMA node, used through per-worker endpoints
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
+//   #include <rill/core/record.hpp>
 //   rill::numa_ring<rill::record<int>> ring{/*nodes=*/2, /*capacity_per_node=*/1024,
 //                                           /*batch=*/32};
 //   auto ep = ring.make_endpoint(/*worker_id=*/0, /*node=*/0);  // once per worker
+//   rill::record<int> r{42, rill::event_time{1s}};
 //   if (!ep.try_push(std::move(r))) {
 //     // every ring was full: reschedule on the loop (backpressure), keep r
 //   }
@@ -24,11 +26,12 @@
 // Full / empty. try_push returns false when, at the instant it looked, every slot was
 // claimed (the element is left untouched in the argument); try_pop returns false when
 // every pushed element had already been claimed by a consumer. Neither waits for space or
-// data; blocking waits belong to the event loop (DESIGN.md). The answers are exact with
-// respect to the caller's own earlier operations: a thread that pushed one more element
-// than it popped never sees "empty", and one that popped one more than it pushed never
-// sees "full" (CASES.md C10, boostorg/lockfree#119). A plain Vyukov ring cannot promise
-// this: it reports "empty" when the oldest slot is claimed but not yet written.
+// data; blocking waits belong to the event loop (docs/design.md "NumaRing"). The answers
+// are exact with respect to the caller's own earlier operations: a thread that pushed one
+// more element than it popped never sees "empty", and one that popped one more than it
+// pushed never sees "full" (the guarantee boostorg/lockfree#119 reports missing from
+// boost::lockfree::queue). A plain Vyukov ring cannot promise this: it reports "empty"
+// when the oldest slot is claimed but not yet written.
 //
 // Hazard (as in atomic_queue): a claimed slot is written a few instructions after its
 // ticket is taken. A consumer that has claimed that slot spins (then yields) until the
@@ -50,7 +53,7 @@
 // release after moving out. That is the only data hand-off. head_ and tail_ (the ticket
 // counters) use acquire loads and acq_rel CAS so that a thread observing another thread's
 // pop also observes the push that preceded it; this makes the full/empty answers above
-// exact (C10). On x86 every one of these orderings costs nothing extra.
+// exact. On x86 every one of these orderings costs nothing extra.
 //
 // Cache lines. Producers write only the head line, consumers only the tail line. A single
 // push first reads its slot's seq (free means "not full") and a single pop reads its
@@ -85,8 +88,9 @@
 namespace rill {
 
 /// What a try_push/try_pop does after losing a compare-and-swap race on a ticket counter.
-///   immediate — retry at once (DESIGN.md lesson 3: backoff cost 15-30% of throughput on
-///               the reference machine; bench/numa_ring_bench.cpp measures it here).
+///   immediate — retry at once (the default: under heavy contention a retry that waits
+///               loses throughput, docs/design.md "NumaRing"; bench/numa_ring_bench.cpp
+///               compares the two, results in bench/RESULTS.md).
 ///   backoff   — spin 1, 2, 4 ... 64 pause instructions between attempts.
 enum class retry_policy { immediate, backoff };
 
@@ -140,7 +144,7 @@ static_assert(sizeof(ring_side) == cache_line_bytes,
 
 }  // namespace detail
 
-/// A bounded MPMC ring of T (DESIGN.md "NumaRing"; tickets as in atomic_queue, per-slot
+/// A bounded MPMC ring of T (docs/design.md "NumaRing"; tickets as in atomic_queue, per-slot
 /// sequence numbers as in D. Vyukov's bounded MPMC queue, cache-line slots as in rigtorp's
 /// MPMCQueue).
 ///
@@ -312,6 +316,8 @@ class mpmc_ring {
     const auto n = static_cast<std::ptrdiff_t>(head - tail);
     return n <= 0 ? 0 : std::min(static_cast<std::size_t>(n), capacity());
   }
+  /// Stale snapshots (was_size() == 0 / == capacity()): true at some instant during the
+  /// call, maybe no longer. Any thread.
   bool was_empty() const noexcept { return was_size() == 0; }
   bool was_full() const noexcept { return was_size() == capacity(); }
 
@@ -345,14 +351,16 @@ struct numa_ring_counters {
   std::size_t carried = 0;              // elements parked in the endpoint (all rings full)
 };
 
-/// One mpmc_ring per NUMA node; workers use it through endpoints (DESIGN.md "NumaRing").
+/// One mpmc_ring per NUMA node; workers use it through endpoints (docs/design.md
+/// "NumaRing").
 ///
-/// The node of a worker is given once, to make_endpoint, and cached in the endpoint
-/// (lesson 1). Batch transfers use the endpoint's private cursor and counters, never a
-/// shared counter (lesson 2). Ring memory is first-touch: construct the numa_ring where
-/// the runtime wants it, or bind it afterwards; the queue does not call hwloc.
-/// Thread Safety: the numa_ring is safe to share; an endpoint is used by one thread at a
-/// time. The numa_ring must outlive its endpoints.
+/// The node of a worker is given once, to make_endpoint, and cached in the endpoint: a
+/// per-operation node lookup costs more than the move itself. Batch transfers use the
+/// endpoint's private cursor and counters, never a shared counter, which would make every
+/// transfer contend on one cache line. Ring memory is first-touch: construct the numa_ring
+/// where the runtime wants it, or bind it afterwards; the queue does not call hwloc. Thread
+/// Safety: the numa_ring is safe to share; an endpoint is used by one thread at a time. The
+/// numa_ring must outlive its endpoints.
 template <class T, retry_policy Retry = retry_policy::immediate>
 class numa_ring {
  public:
@@ -377,8 +385,8 @@ class numa_ring {
 
   class endpoint;
 
-  /// The handle of worker `worker_id` on NUMA node `node` (the node is cached: look it up
-  /// once, DESIGN.md lesson 1). Any thread; allocates a private buffer of `batch`
+  /// The handle of worker `worker_id` on NUMA node `node` (the node is cached: it is looked
+  /// up once, here, never per operation). Any thread; allocates a private buffer of `batch`
   /// elements. Throws config_error (key numa_ring.node) if node >= nodes().
   endpoint make_endpoint(std::size_t worker_id, std::size_t node) {
     if (node >= rings_.size()) {
@@ -388,6 +396,8 @@ class numa_ring {
     return endpoint(*this, worker_id, node);
   }
 
+  /// Number of node rings, transfer batch size, rounded capacity of each ring. Any
+  /// thread (fixed at construction).
   std::size_t nodes() const noexcept { return rings_.size(); }
   std::size_t batch() const noexcept { return batch_; }
   std::size_t capacity_per_node() const noexcept { return rings_[0]->capacity(); }
@@ -496,10 +506,12 @@ class numa_ring<T, Retry>::endpoint {
     return carry_.empty();
   }
 
+  /// The node and worker given to make_endpoint. Owning thread.
   std::size_t node() const noexcept { return node_; }
   std::size_t worker_id() const noexcept { return worker_id_; }
   /// Elements currently held by this endpoint because every ring was full.
   std::size_t carried() const noexcept { return carry_.size(); }
+  /// This endpoint's transfer counters (plain integers, never shared). Owning thread.
   const numa_ring_counters& counters() const noexcept { return counters_; }
 
  private:
@@ -578,7 +590,7 @@ class numa_ring<T, Retry>::endpoint {
   ring_type* local_;  // cached: the node is never looked up per operation
   std::size_t worker_id_;
   std::size_t node_;
-  std::size_t cursor_;  // private round-robin ticket for transfers (lesson 2)
+  std::size_t cursor_;  // private round-robin ticket for transfers (no shared counter)
   numa_ring_counters counters_;
   std::vector<T> buf_;    // transfer buffer, capacity batch()
   std::vector<T> carry_;  // elements no ring could take

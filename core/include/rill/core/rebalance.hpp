@@ -1,16 +1,22 @@
 // rill/core/rebalance.hpp — sharing stateless work between the workers of a NUMA node
-// through the node's ring (DESIGN.md "NumaRing", issue "NumaRing ... wired into the runtime").
+// through the node's ring (docs/design.md "NumaRing").
 //
-// Defines rill::rebalance_exchange<T>: producers (the workers running a source split)
-// push batches of records into their node's ring of a rill::numa_ring; every worker pops
-// batches from its own node's ring and runs the rest of the chain on them. When a node's
-// ring is full the producer moves a batch to another node's ring; a worker whose node ring
-// is empty takes a batch from another node (the numa_ring endpoint does both, with the
-// node cached per worker and a private transfer cursor).
+// Defines rill::detail::rebalance_exchange<T> (an internal of the DSL: users write
+// `.rebalance()`): producers (the workers running a source split) push batches of records
+// into their node's ring of a rill::numa_ring; every worker pops batches from its own
+// node's ring and runs the rest of the chain on them. When a node's ring is full the
+// producer moves a batch to another node's ring; a worker whose node ring is empty takes a
+// batch from another node (the numa_ring endpoint does both, with the node cached per
+// worker and a private transfer cursor).
 //
-// Example (what `stream<T>::rebalance()` builds):
-//   source(1 split on worker 0) -> rebalance -> map(parse) -> key_by -> window_sort -> sink
-//   // parse runs on every worker of node 0 (and of other nodes when node 0 is backed up)
+// Example (compiled by tests/banner_examples.py; what `stream<T>::rebalance()` builds):
+//   #include <rill/operators/stream.hpp>
+//   auto j = rill::from(rill::vector_source<int>{{{1, rill::event_time{1s}}}})  // 1 split
+//                .rebalance()                       // records leave worker 0 through the ring
+//                .map([](int x) { return x * 2; })  // runs on every worker of node 0 (and of
+//                                                   // other nodes when node 0 is backed up)
+//                .sink([](int) {});
+//   rill::runtime{{.workers = 2}}.run(j);
 //
 // Event-time progress across a shared ring: records of one input leave the ring in any
 // order and on any worker, so a frontier cannot ride along with them. The producer
@@ -44,7 +50,7 @@
 #include "rill/core/record.hpp"
 #include "rill/core/stage.hpp"
 
-namespace rill {
+namespace rill::detail {
 
 template <class T>
 class rebalance_exchange {
@@ -283,4 +289,4 @@ class rebalance_exchange {
   std::vector<std::unique_ptr<consumer>> consumers_;
 };
 
-}  // namespace rill
+}  // namespace rill::detail

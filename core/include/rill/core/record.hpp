@@ -10,14 +10,14 @@
 //   rill::advances_progress(r)  whether r's time moves its input's watermark (not for
 //                          records of a partitioned source: per-partition watermarks)
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   rill::record<int> r{42, rill::event_time{std::chrono::seconds{5}}};
 //   r.value += 1;                                  // r.ack is null: nothing to acknowledge
 //   // an operator deriving an output carries the token along:
 //   rill::record<long> out{long(r.value) * 2, r.time, r.position, r.ack};
 //
-// Acknowledgement by ownership (DESIGN.md "Kafka", at-least-once): a source that commits
-// input positions (rill::kafka_source) gives each input record a token. Every record
+// Acknowledgement by ownership (at-least-once, docs/design.md "Kafka"): a source that
+// commits input positions (rill::kafka_source) gives each input record a token. Every record
 // derived from it holds a copy (map moves it, flat_map copies it into each output,
 // window_sort keeps the inputs inside the window and gives the window record an
 // ack_group). When the last copy is destroyed the input counts as done: a filter that
@@ -42,7 +42,8 @@
 
 namespace rill {
 
-/// Where a record was read from, for at-least-once offset tracking (DESIGN.md "Kafka").
+/// Where a record was read from, for at-least-once offset tracking (docs/design.md
+/// "Kafka").
 struct source_position {
   std::int32_t partition = -1;
   std::int64_t offset = -1;
@@ -85,15 +86,15 @@ struct record {
 
 /// Whether record `r`'s own event time counts as progress of the input it arrives on.
 ///
-/// Per-partition watermarks (DESIGN.md "Records, time, watermarks"; Flink's per-partition
-/// watermarking for its Kafka source): one Kafka consumer reads several partitions whose
-/// records interleave in fetch order, not in time order, so the largest time seen over
-/// all of them says nothing about a partition that lags behind. A record read from a
-/// partitioned source (position set) therefore does not move its input's progress: the
-/// source's progress markers do, and rill::kafka_source sends the minimum over its
-/// assigned partitions. Records without a position (files, captures, sockets, records a
-/// user built from scratch) advance progress by their own time, as before.
-/// Used by key_by's and rebalance's frontiers and by window_sort. noexcept, O(1).
+/// Per-partition watermarks (docs/design.md "Records, time, watermarks"; Flink's
+/// per-partition watermarking for its Kafka source): one Kafka consumer reads several
+/// partitions whose records interleave in fetch order, not in time order, so the largest
+/// time seen over all of them says nothing about a partition that lags behind. A record
+/// read from a partitioned source (position set) therefore does not move its input's
+/// progress: the source's progress markers do, and rill::kafka_source sends the minimum
+/// over its assigned partitions. Records without a position (files, captures, sockets,
+/// records a user built from scratch) advance progress by their own time. Used by key_by's
+/// and rebalance's frontiers and by window_sort. noexcept, O(1).
 template <class T>
 constexpr bool advances_progress(const record<T>& r) noexcept {
   return !r.position.has_value();

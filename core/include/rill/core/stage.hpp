@@ -7,10 +7,10 @@
 //   rill::stage_counters    per stage and worker: records in/out, late, errors
 //   rill::build_context     what a stage factory sees while the runtime instantiates a job
 //
-// Example (an operator that doubles ints; the DSL in <rill/operators/stream.hpp> writes
-// these for you):
+// Example (namespace scope, compiled by tests/banner_examples.py; an operator that
+// doubles ints; the DSL in <rill/operators/stream.hpp> writes these for you):
 //   struct doubler final : rill::stage_in<int> {
-//     rill::stage_in<int>* down;
+//     rill::stage_in<int>* down = nullptr;
 //     void on_record(std::size_t in, rill::record<int>&& r) override {
 //       r.value *= 2; down->on_record(in, std::move(r));
 //     }
@@ -47,14 +47,22 @@
 
 namespace rill {
 
+/// The consumer side of one operator instance. Every call comes from the instance's
+/// worker thread, never concurrently (the protocol in the file banner). None may block.
 template <class T>
 class stage_in {
  public:
   using value_type = T;
   virtual ~stage_in() = default;
+  /// One record of logical input `input` (0 .. inputs-1); the stage owns it now.
   virtual void on_record(std::size_t input, record<T>&& r) = 0;
+  /// Input `input` has seen event times up to `frontier` (never decreasing per input).
   virtual void on_progress(std::size_t input, event_time frontier) = 0;
+  /// Input `input` sent everything; after the last input ends, flush and end downstream.
   virtual void on_end(std::size_t input) = 0;
+  /// Pushes buffered records towards the next worker. false = a bounded queue is full:
+  /// the caller stops reading and calls again later (backpressure). Default: nothing
+  /// buffered, true.
   virtual bool on_flush() { return true; }
 };
 
@@ -63,6 +71,8 @@ class stage_in {
 /// `discarded`: window states dropped unemitted by a stop (window_options::on_stop).
 struct alignas(64) stage_counters {
   std::atomic<std::uint64_t> in{0}, out{0}, late{0}, errors{0}, discarded{0};
+  /// c += n as a relaxed load and store (no read-modify-write: one writer). Owning
+  /// worker only.
   void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
@@ -79,6 +89,7 @@ struct stage_totals {
 /// by workers and read by anyone.
 class job_metrics {
  public:
+  /// One counter row per stage, `workers` counters per row. Build time.
   explicit job_metrics(std::size_t workers) : workers_(workers) {}
   /// Registers a stage (returns its index). Build time only.
   std::size_t add_stage(std::string name) {
@@ -86,7 +97,11 @@ class job_metrics {
     rows_.push_back(std::make_unique<stage_counters[]>(workers_));
     return rows_.size() - 1;
   }
+  /// The counters of `stage` on `worker` (preconditions: both in range). Written by that
+  /// worker only.
   stage_counters& at(std::size_t stage, std::size_t worker) noexcept { return rows_[stage][worker]; }
+  /// Every stage's counters summed over workers, in registration order. Any thread
+  /// (relaxed reads: exact once the run has ended).
   std::vector<stage_totals> totals() const {
     std::vector<stage_totals> out;
     for (std::size_t s = 0; s < rows_.size(); ++s) {

@@ -1,13 +1,14 @@
 // rill/core/time.hpp — event time, processing-time clocks, and tumbling-window arithmetic.
 //
 // Defines:
-//   rill::event_time        nanoseconds since the Unix epoch, signed 64-bit (DESIGN.md "Records")
+//   rill::event_time        nanoseconds since the Unix epoch, signed 64-bit (docs/design.md
+//                           "Records, time, watermarks")
 //   rill::event_time_min / event_time_max   the -infinity / +infinity sentinels
 //   rill::steady_time       a processing-time instant (idle timeouts, linger, latency)
 //   rill::clock / system_steady_clock / manual_clock   where operators read processing time
 //   rill::floor_div, rill::window_start   tumbling-window assignment that floors negative times
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   using namespace std::chrono_literals;
 //   rill::event_time t{-1ns};
 //   auto start = rill::window_start(t, 10s);   // -10 s: window [-10 s, 0) holds t = -1 ns
@@ -25,7 +26,7 @@
 namespace rill {
 
 /// Event time: nanoseconds since 1970-01-01T00:00:00Z, signed 64-bit, so times before
-/// the epoch are representable (CASES.md C01 uses negative times).
+/// the epoch are representable (and windows over them floor, see window_start).
 using event_time = std::chrono::sys_time<std::chrono::nanoseconds>;
 
 /// -infinity: "nothing seen yet". +infinity: "end of stream", every window fires.
@@ -43,8 +44,9 @@ constexpr std::int64_t floor_div(std::int64_t n, std::int64_t d) noexcept {
 }
 
 /// Start of the half-open tumbling window [k*L, (k+1)*L) that holds t.
-/// Negative times floor: window_start(-1 ns, 10 s) == -10 s. Rule: DESIGN.md "window_sort"
-/// (the signed-remainder bug it avoids is CASES.md C01 / FLINK-26334).
+/// Negative times floor: window_start(-1 ns, 10 s) == -10 s, so start <= t < start + L
+/// for every t. Rule: docs/design.md "window_sort" (a signed remainder would put negative
+/// times in the window after theirs, as Flink's FLINK-26334 reports).
 /// Precondition: length > 0.
 constexpr event_time window_start(event_time t, std::chrono::nanoseconds length) noexcept {
   auto k = floor_div(t.time_since_epoch().count(), length.count());
@@ -56,6 +58,7 @@ constexpr event_time window_start(event_time t, std::chrono::nanoseconds length)
 class clock {
  public:
   virtual ~clock() = default;
+  /// The current processing time. Never blocks, never throws.
   virtual steady_time now() const noexcept = 0;
 };
 
@@ -63,6 +66,7 @@ class clock {
 class system_steady_clock final : public clock {
  public:
   steady_time now() const noexcept override { return std::chrono::steady_clock::now(); }
+  /// The process-wide instance the workers use. Any thread.
   static system_steady_clock& instance() noexcept {
     static system_steady_clock c;
     return c;
@@ -76,6 +80,7 @@ class manual_clock final : public clock {
   steady_time now() const noexcept override {
     return steady_time{std::chrono::nanoseconds{ns_.load(std::memory_order_acquire)}};
   }
+  /// Moves the clock forward by `d` (d >= 0: processing time never goes back). Any thread.
   void advance(std::chrono::nanoseconds d) noexcept {
     ns_.fetch_add(d.count(), std::memory_order_acq_rel);
   }

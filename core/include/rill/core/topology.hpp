@@ -3,14 +3,14 @@
 // Defines rill::topology: the NUMA nodes of the machine (or of a synthetic machine) and
 // the cores of each, discovered through hwloc, plus worker placement.
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   auto real = rill::topology::discover();                  // this machine, via hwloc
 //   auto fake = rill::topology::synthetic("2 nodes x 2 cores");
 //   for (const auto& n : fake.nodes()) std::cout << n.id << ": " << n.cores.size() << '\n';
 //   auto place = fake.place(3);   // 3 workers spread round-robin over nodes
 //   // place[i].node is the worker's NUMA node, place[i].cpu the OS cpu (or -1: unpinned)
 //
-// A synthetic topology (DESIGN.md "Runtime") makes NUMA logic testable on a one-node
+// A synthetic topology (docs/design.md "Runtime") makes NUMA logic testable on a one-node
 // machine: routing follows the synthetic nodes while the worker threads run unpinned on
 // the real cores. The environment variable HWLOC_SYNTHETIC, when set, is honoured by
 // discover() the same way (hwloc reads it), and the result is marked synthetic.
@@ -38,6 +38,7 @@ class topology {
   };
 
   /// Discovers this machine with hwloc (one PU per core; NUMA nodes by locality).
+  /// Any thread; blocks while hwloc reads the machine (sysfs); call it once per run.
   /// Throws std::runtime_error when hwloc cannot load a topology.
   static topology discover();
 
@@ -46,8 +47,11 @@ class topology {
   /// Throws rill::config_error (key "runtime.topology") on a malformed spec or zero counts.
   static topology synthetic(std::string_view spec);
 
+  /// The NUMA nodes, in index order (at least one). Any thread.
   const std::vector<node>& nodes() const noexcept { return nodes_; }
+  /// Cores over all nodes. Any thread.
   std::size_t core_count() const noexcept;
+  /// True when built by synthetic() or from HWLOC_SYNTHETIC: workers then run unpinned.
   bool is_synthetic() const noexcept { return synthetic_; }
 
   /// Places `workers` workers: worker i goes to node (i mod nodes) and takes that node's

@@ -7,8 +7,10 @@
 //   rill::windowed_stream<...>         `keyed.window(assigner, options)`: a keyed stream
 //       with an event-time window assigner, waiting for its aggregation
 //
-// Example (graph: vector_source -> key_by(x % 10) -> tumbling 10 s -> count -> sink):
+// Example (compiled by tests/banner_examples.py; graph: vector_source -> key_by(x % 10)
+// -> tumbling 10 s -> count -> sink):
 //   using namespace std::chrono_literals;
+//   std::vector<rill::record<int>> recs{{3, rill::event_time{3s}}, {14, rill::event_time{1s}}};
 //   rill::job j = rill::from(rill::vector_source<int>{recs})
 //       .key_by([](const int& x) { return x % 10; })
 //       .window(rill::tumbling{10s}, {.max_delay = 2s})
@@ -261,6 +263,8 @@ class keyed_stream {
   stream<T> values() && {
     return std::move(s_).map([](detail::keyed<T>&& v) -> T { return std::move(v.value); });
   }
+  /// The stream<T> operators, applied to values() on the key's worker: same signatures
+  /// and rules as in <rill/operators/stream.hpp> (build thread only, as every builder).
   template <class F>
   auto map(F f) && { return std::move(*this).values().map(std::move(f)); }
   template <class F>

@@ -8,7 +8,8 @@
 //       end (docs/design.md "Keyed windows")
 //   rill::default_hash<K>   std::hash<K> when it exists, else boost::hash<K>
 //
-// Example (what the DSL builds for you; tests drive it directly):
+// Example (compiled by tests/banner_examples.py; what the DSL builds for you, tests drive
+// it directly):
 //   using namespace std::chrono_literals;
 //   rill::keyed_window_aggregator<std::string, int, rill::tumbling, rill::agg::count> a{
 //       rill::tumbling{10s}, {.max_delay = 2s}, rill::agg::count{}, /*inputs=*/1, {}};

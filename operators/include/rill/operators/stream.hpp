@@ -5,8 +5,10 @@
 //   rill::from(src)   the stream of a source (rill::source_of)
 //   rill::sink_of<S, T>  a shared sink object (write/progress/end per worker)
 //
-// Example (graph: vector_source -> map -> filter -> key_by -> window_sort -> sink):
+// Example (compiled by tests/banner_examples.py; graph: vector_source -> map -> filter ->
+// key_by -> window_sort -> sink):
 //   using namespace std::chrono_literals;
+//   std::vector<rill::record<int>> recs{{3, rill::event_time{3s}}, {14, rill::event_time{1s}}};
 //   rill::job j = rill::from(rill::vector_source<int>{recs})
 //       .map([](int x) { return x + 1; })
 //       .filter([](const int& x) { return x % 2 == 0; })
@@ -15,7 +17,7 @@
 //       .sink([](rill::window<int>&& w) { /* sorted records of one window */ });
 //   rill::runtime{}.run(j);
 //
-// Placement (DESIGN.md "Runtime"): every operator runs as one instance per worker that
+// Placement (docs/design.md "Runtime"): every operator runs as one instance per worker that
 // the stream reaches. Operators after a source run on the source split's worker;
 // `key_by` routes each record to the worker owning hash(key) % workers (through a
 // bounded exchange), and everything after it runs there. Stateless operators never move
@@ -405,7 +407,7 @@ class stream {
     using KT = detail::keyed<T>;
     stream<KT> routed([prev = std::move(attach_), key, hash](job_builder& b, stage_factory<KT> down) {
       const std::size_t n = b.workers();
-      auto ex = std::make_shared<exchange<KT>>(n, 256, 64);
+      auto ex = std::make_shared<detail::exchange<KT>>(n, 256, 64);
       auto producers = std::make_shared<std::vector<detail::key_by_stage<T, KeyFn, Hash>*>>();
       b.add_finalizer([&b, ex, producers, down, n] {
         std::size_t total = 0;
@@ -440,7 +442,7 @@ class stream {
       const std::size_t n = b.workers();
       std::size_t nodes = 1;
       for (std::size_t w = 0; w < n; ++w) nodes = std::max(nodes, b.rt().node_of(w) + 1);
-      auto ex = std::make_shared<rebalance_exchange<T>>(n, nodes, 64, 256, 4);
+      auto ex = std::make_shared<detail::rebalance_exchange<T>>(n, nodes, 64, 256, 4);
       b.add_finalizer([&b, ex, down, n] {
         for (std::size_t w = 0; w < n; ++w) {
           auto ctx = b.context(w, ex->total_inputs());

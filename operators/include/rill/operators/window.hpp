@@ -10,8 +10,11 @@
 //   rill::mergeable_aggregate<G, T>   ... plus merge (sliding and session windows need it)
 //   rill::agg::count, sum, min, max, mean, fold, reduce   ready aggregate functions
 //
-// Example (a keyed windowed count; the DSL is in <rill/operators/stream.hpp>):
+// Example (compiled by tests/banner_examples.py; a keyed windowed count, with the DSL of
+// <rill/operators/stream.hpp>):
+//   #include <rill/operators/stream.hpp>
 //   using namespace std::chrono_literals;
+//   std::vector<rill::record<int>> recs{{3, rill::event_time{3s}}, {14, rill::event_time{1s}}};
 //   auto j = rill::from(rill::vector_source<int>{recs})
 //                .key_by([](const int& x) { return x % 10; })
 //                .window(rill::sliding{.size = 10s, .slide = 2s}, {.max_delay = 1s})
@@ -122,7 +125,7 @@ struct window_options {
   /// fires early on partial data, counted as discarded; with a Kafka source their
   /// offsets are not committed, so a restart reads them again) or `fire` (like
   /// `flink stop --drain`: every open window fires as at end of stream). A clean end of
-  /// every input always fires every window (as Flink since FLINK-3554).
+  /// every input always fires every window (as Flink does, FLINK-3554).
   enum class stop_policy { discard, fire } on_stop = stop_policy::discard;
 
   /// Throws config_error "window.max_delay", "window.allowed_lateness",

@@ -4,9 +4,9 @@
 //   rill::window_sort_options   length, delay, idle timeout, buffer cap, late policy
 //   rill::window<T>             one fired window: [start, end) and its records, sorted
 //   rill::window_sorter<T>      the single-threaded state machine of one operator instance
-//                               (DESIGN.md "window_sort"; CASES.md C01, C02, C03)
+//                               (docs/design.md "window_sort")
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
 //   using namespace std::chrono_literals;
 //   rill::manual_clock clk;
 //   rill::window_sorter<int> ws{{.length = 10s, .max_delay = 2s}, /*inputs=*/1, clk.now()};
@@ -18,7 +18,7 @@
 //   ws.end(0, on_window);   // end of stream: [10 s, 20 s) fires with 11, 15
 //
 // Thread safety: a single-threaded state machine. Distinct objects: safe. Shared objects:
-// unsafe — one worker owns an instance and makes every call on its thread (DESIGN.md
+// unsafe — one worker owns an instance and makes every call on its thread (docs/design.md
 // "Runtime"). Callbacks run synchronously on the calling thread, inside the call. Nothing
 // here blocks, sleeps, or does I/O; the runtime wraps it.
 #pragma once
@@ -59,7 +59,7 @@ struct window_sort_options {
   /// Throws rill::config_error naming the first bad key: "window_sort.length" (<= 0),
   /// "window_sort.max_delay" (< 0), "window_sort.idle_timeout" (< 0),
   /// "window_sort.max_buffered" (== 0), "window_sort.on_late" (not a listed value).
-  /// Rule: STYLE.md rule 5 (bad configuration throws config_error with the key).
+  /// Rule: docs/design.md "Errors" (bad configuration throws config_error with the key).
   void validate() const {
     using std::chrono::nanoseconds;
     if (length <= nanoseconds::zero())
@@ -112,16 +112,18 @@ constexpr event_time window_end_saturating(event_time start,
 /// The window_sort operator of one instance: assigns records to event-time tumbling
 /// windows, buffers them, and emits each window sorted once the watermark passes its end.
 ///
-/// Rules (DESIGN.md "window_sort" and "Records, time, watermarks"):
-///   - window k covers [kL, (k+1)L); negative times floor (CASES.md C01), so an event
+/// Rules (docs/design.md "window_sort" and "Records, time, watermarks"):
+///   - window k covers [kL, (k+1)L); negative times floor (rill::window_start), so an event
 ///     exactly at kL belongs to window k, never k-1;
 ///   - W comes from a watermark_tracker over `inputs` inputs (min over active inputs of
 ///     largest - max_delay, idle inputs ignored, +infinity when all inputs ended);
 ///   - a record is late when, *before* its own time is observed, t < W — with one input,
 ///     exactly "(largest seen) - t > delay"; with several, "older than the current
-///     watermark" (CASES.md C02) — or when its window has already fired on time;
+///     watermark", so an input that comes back from idle is late only for records older
+///     than W (as Flink's idleness, FLINK-3121) — or when its window has already fired on time;
 ///   - a late record is never lost silently: the `late` counter rises and, with
-///     late_policy::side_output, it goes to on_late with its window bounds (CASES.md C03);
+///     late_policy::side_output, it goes to on_late with its window bounds (never silent, unlike
+///     the drop FLINK-7611 reports);
 ///     with late_policy::drop it is only counted (logging belongs to the runtime);
 ///   - a window fires when W >= its end; windows fire in increasing start order, each
 ///     on time at most once; windows that received no record are never emitted.
@@ -134,9 +136,9 @@ constexpr event_time window_end_saturating(event_time start,
 /// window holding more than the cap comes out as several sorted segments with the same
 /// start/end: each record exactly once, nothing late because of the cap, memory bounded.
 /// A consumer that needs one result per window merges segments (netflow sums rows of the
-/// same window and conversation). Backpressure itself comes from the runtime's bounded queues; this
-/// cap only bounds the operator's own memory (DESIGN.md: "a configurable cap on buffered
-/// records"). Memory: O(buffered records + open windows).
+/// same window and conversation). Backpressure itself comes from the runtime's bounded
+/// queues; this cap only bounds the operator's own memory (docs/design.md "window_sort").
+/// Memory: O(buffered records + open windows).
 ///
 /// Callbacks are template parameters (no std::function on the hot path) and run
 /// synchronously inside the call:
@@ -238,7 +240,8 @@ class window_sorter {
   }
 
   /// Input `input` has ended (end of stream): it no longer holds W back. When every
-  /// input has ended, W = +infinity and every open window fires (DESIGN.md). Idempotent.
+  /// input has ended, W = +infinity and every open window fires (docs/design.md
+  /// "Records, time, watermarks"). Idempotent.
   /// Precondition: input < inputs.
   template <class OnWindow>
   void end(std::size_t input, OnWindow&& on_window) {
@@ -248,8 +251,9 @@ class window_sorter {
   }
 
   /// Processing time has advanced to `now`: inputs silent for >= idle_timeout become
-  /// idle and stop holding W back (CASES.md C02), and every window with end <= W fires.
-  /// The runtime calls this from a timer; tests use a manual_clock.
+  /// idle and stop holding W back (docs/design.md "Records, time, watermarks"), and every
+  /// window with end <= W fires. The runtime calls this from a timer; tests use a
+  /// manual_clock.
   template <class OnWindow>
   void tick(steady_time now, OnWindow&& on_window) {
     check_on_window<OnWindow>();
@@ -259,7 +263,7 @@ class window_sorter {
 
   /// The current watermark W (event_time_min = -infinity, event_time_max = +infinity).
   event_time watermark() const noexcept { return tracker_.current(); }
-  /// Late records so far: side-output plus dropped (CASES.md C03 "late_dropped").
+  /// Late records so far: side-output plus dropped.
   std::uint64_t late() const noexcept { return late_; }
   /// Windows emitted so far, early ones included.
   std::uint64_t fired() const noexcept { return fired_; }
