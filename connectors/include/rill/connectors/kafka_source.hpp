@@ -10,11 +10,19 @@
 //   rill::kafka_source<K, V>     a rill::source_of<kafka_record<K, V>>, one split per worker;
 //                                its stream is rill::from(src) (core's source_driver)
 //
-// Example (topic -> map -> topic; see kafka_sink.hpp):
-//   rill::kafka_source<> src{{.brokers = "127.0.0.1:19092", .group = "g", .topics = {"in"}}};
+// Example (topic -> filter -> topic; compiled by tests/banner_examples.py):
+//   #include <rill/connectors/kafka_sink.hpp>
+//   rill::kafka_source_options in;
+//   in.brokers = "127.0.0.1:19092";
+//   in.group = "g";
+//   in.topics = {"in"};
+//   rill::kafka_source<> src{in};
 //   src.on_error([](const rill::kafka_bad_message& m) { std::cerr << m.what << '\n'; });
-//   auto out = std::make_shared<rill::kafka_sink<rill::kafka_record<>>>(
-//       rill::kafka_sink_options{.brokers = "127.0.0.1:19092", .topic = "out"});
+//   rill::kafka_sink_options out_opts;
+//   out_opts.brokers = "127.0.0.1:19092";
+//   out_opts.topic = "out";
+//   auto out = std::make_shared<rill::kafka_sink<rill::kafka_record<>>>(out_opts);
+//   auto keep = [](const rill::kafka_record<>& r) { return !r.value.empty(); };
 //   rill::runtime rt{{.workers = 2, .handle_signals = true}};
 //   rt.run(rill::from(std::move(src)).filter(keep).sink(out));   // until SIGTERM
 //

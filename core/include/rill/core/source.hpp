@@ -38,9 +38,10 @@
 //       emitted record acknowledged downstream) or drain_timeout passed, then close()
 //       (e.g. Kafka's final synchronous offset commit).
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
+//   #include <rill/operators/stream.hpp>
 //   rill::vector_source<int> src{{{3, rill::event_time{3s}}, {1, rill::event_time{1s}}}};
-//   auto s = rill::from(std::move(src));   // stream<int>, see <rill/operators/stream.hpp>
+//   auto s = rill::from(std::move(src));   // stream<int>: every split on source_driver
 //
 // Split i runs on worker (i mod workers). Each split is one logical input downstream: its
 // frontier (largest event time read so far, or the partition_progress of a partitioned
