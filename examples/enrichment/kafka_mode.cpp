@@ -89,7 +89,9 @@ struct latency_stats {
 };
 
 /// Wraps a record's ack token: when the kafka_sink releases it at the delivery report
-/// (any thread), the latency is recorded, then the input's own token is released.
+/// (any thread), the latency is recorded, then the input's own token is released. The
+/// ack token is where the delivery report of one record becomes visible (kafka_sink
+/// counts deliveries, it has no per-record callback), so the latency is taken here.
 class timed_ack final : public rill::ack_token {
  public:
   timed_ack(std::shared_ptr<rill::ack_token> inner, steady::time_point t0, std::shared_ptr<latency_stats> st)
