@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The five-role streamed-sockets latency test on loopback (issue 6).
+# The five-role streamed-sockets latency test on loopback.
 #   scripts/streamed_sockets.sh [--bytes N] [--rate GB/s] [--tick us] [--real-rate N/s] [--no-disk]
 #                               [--nagle] [--bin PATH] [--work DIR] [--base-port P]
 # Starts terminator, processor, forwarder, indexer and generator in REVERSE order of the

@@ -6,6 +6,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
+#include <future>
 
 #include "rill/core/error.hpp"
 
@@ -75,6 +76,85 @@ void job_builder::on_start(std::size_t worker_id, std::function<void()> fn) {
   starts_.emplace_back(worker_id, std::move(fn));
 }
 
+/// The control thread's loop; see the banner of runtime.hpp.
+struct runtime::control {
+  boost::asio::io_context ctx{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{ctx.get_executor()};
+  std::optional<boost::asio::signal_set> signals;
+  std::thread thread;
+  control() { thread = std::thread([this] { ctx.run(); }); }
+  ~control() {
+    ctx.stop();  // the pending signal wait is destroyed with `signals`, after the join
+    thread.join();
+  }
+};
+
+namespace {
+
+/// Every caught signal is one request_stop(); the set stays armed until the runtime ends.
+void arm(boost::asio::signal_set& s, runtime& rt) {
+  s.async_wait([&s, &rt](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    rt.request_stop();
+    arm(s, rt);
+  });
+}
+
+/// Stop-when-idle and progress timers of one run, on the control loop. `active` is
+/// read and written only there: once run() has cleared it, no callback runs again.
+struct run_timers : std::enable_shared_from_this<run_timers> {
+  run_timers(boost::asio::io_context& ctx, runtime& r, const run_options& o,
+             std::shared_ptr<job_metrics> m, steady_time start)
+      : rt(r), opts(o), metrics(std::move(m)), t0(start), idle_timer(ctx), progress_timer(ctx),
+        idle(o.stop_when_idle,
+             o.first_record_grace.value_or(idle_stop::default_grace(o.stop_when_idle)), start) {}
+
+  void start() {
+    if (opts.stop_when_idle.count() > 0) sample_later();
+    if (opts.progress) progress_later();
+  }
+  void sample_later() {
+    idle_timer.expires_after(opts.idle_sample);
+    idle_timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec || !self->active) return;
+      const auto a = self->opts.activity ? self->opts.activity() : source_records(self->metrics->totals());
+      if (self->idle.sample(a, std::chrono::steady_clock::now())) self->rt.request_stop();
+      if (!self->idle.fired()) self->sample_later();
+    });
+  }
+  void progress_later() {
+    progress_timer.expires_after(opts.progress_interval);
+    progress_timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec || !self->active) return;
+      const auto now = std::chrono::steady_clock::now();
+      self->opts.progress(run_progress{self->metrics->totals(),
+                                       std::chrono::duration<double>(now - self->t0).count(),
+                                       self->rt.stop_requested()});
+      self->progress_later();
+    });
+  }
+  void cancel() {
+    active = false;
+    idle_timer.cancel();
+    progress_timer.cancel();
+  }
+
+  runtime& rt;
+  const run_options& opts;  // outlives the timers' activity: run() returns after cancel()
+  std::shared_ptr<job_metrics> metrics;
+  steady_time t0;
+  boost::asio::steady_timer idle_timer, progress_timer;
+  idle_stop idle;
+  bool active = true;
+};
+
+}  // namespace
+
+runtime::control& runtime::control_loop() {
+  if (!control_) control_ = std::make_unique<control>();
+  return *control_;
+}
+
 runtime::runtime(runtime_options opts) : opts_(std::move(opts)) {
   topo_ = opts_.topology.empty() ? topology::discover() : topology::synthetic(opts_.topology);
   const std::size_t n = opts_.workers == 0 ? topo_.core_count() : opts_.workers;
@@ -87,9 +167,17 @@ runtime::runtime(runtime_options opts) : opts_(std::move(opts)) {
     workers_.push_back(std::make_unique<worker>(i, placement_[i].node,
                                                 opts_.pin ? placement_[i].cpu : -1));
   }
+  if (opts_.handle_signals) {
+    // Installed here, not in run(): a signal between construction and run() is a
+    // graceful stop of the next run, not the default disposition (terminate).
+    auto& c = control_loop();
+    c.signals.emplace(c.ctx, SIGINT, SIGTERM);
+    arm(*c.signals, *this);
+  }
 }
 
 runtime::~runtime() {
+  control_.reset();
   for (auto& w : workers_) w->stop_and_join();
 }
 
@@ -111,9 +199,8 @@ void runtime::sink_finished() {
   }
 }
 
-run_report runtime::run(const job& j) {
+run_report runtime::run(const job& j, const run_options& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  stop_.store(false);
   {
     std::lock_guard lk(mu_);
     errors_.clear();
@@ -167,16 +254,12 @@ run_report runtime::run(const job& j) {
 
   for (auto& [wid, fn] : b.starts_) boost::asio::post(workers_[wid]->context(), fn);
 
-  // Signals are caught on a small control loop of their own.
-  boost::asio::io_context control{1};
-  std::optional<boost::asio::signal_set> signals;
-  std::thread control_thread;
-  if (opts_.handle_signals) {
-    signals.emplace(control, SIGINT, SIGTERM);
-    signals->async_wait([this](const boost::system::error_code& ec, int) {
-      if (!ec) request_stop();
-    });
-    control_thread = std::thread([&] { control.run(); });
+  // Stop-when-idle and progress run on the control loop.
+  std::shared_ptr<run_timers> timers_ctl;
+  if (o.stop_when_idle.count() > 0 || o.progress) {
+    auto& c = control_loop();
+    timers_ctl = std::make_shared<run_timers>(c.ctx, *this, o, b.metrics_, t0);
+    boost::asio::post(c.ctx, [t = timers_ctl] { t->start(); });
   }
 
   if (b.sinks_ == 0) finish();
@@ -185,12 +268,16 @@ run_report runtime::run(const job& j) {
     std::unique_lock lk(done_mu);
     done_cv.wait(lk, [&] { return done; });
   }
-  for (auto& w : workers_) w->stop_and_join();
-  if (signals) {
-    signals->cancel();
-    control.stop();
-    control_thread.join();
+  if (timers_ctl) {
+    // After this handler ran on the control loop no timer callback runs again.
+    std::promise<void> cancelled;
+    boost::asio::post(control_->ctx, [&] {
+      timers_ctl->cancel();
+      cancelled.set_value();
+    });
+    cancelled.get_future().wait();
   }
+  for (auto& w : workers_) w->stop_and_join();
   {
     std::lock_guard lk(mu_);
     on_all_done_ = nullptr;
@@ -203,6 +290,7 @@ run_report runtime::run(const job& j) {
     rep.errors = errors_;
   }
   rep.stopped = stop_requested();
+  stop_.store(false, std::memory_order_release);  // this run consumed the request
   rep.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (auto& w : workers_) {
     if (auto e = w->error()) std::rethrow_exception(e);

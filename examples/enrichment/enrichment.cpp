@@ -1,7 +1,7 @@
 // enrichment — records at a target rate, enriched through the enrichment service in
 // batches, written out as JSON lines; reports what it cost.
 //
-//   rate_source(--rate/s for --seconds) -> enrich(port -> IANA service name) -> sink
+//   generator_source(--rate/s for --seconds) -> enrich(port -> IANA service name) -> sink
 //
 // Run with no arguments it starts the service in-process on loopback with 100 ms latency
 // and sends 4,000 records/s for 5 s (the reference setting of issue 4). Options:
@@ -21,20 +21,19 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
-#include <thread>
 
+#include <rill/core/generator_source.hpp>
 #include <rill/operators/enrich.hpp>
 #include <rill/rill.hpp>
 
 #include "cli_checks.hpp"
 #include "enrichment_service.hpp"
-#include "kafka_mode.hpp"
-#include "reporting.hpp"  // --brokers/--from/--to: Kafka mode (issue 5)
+#include "kafka_mode.hpp"  // --brokers/--from/--to: Kafka mode
+#include "reporting.hpp"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -44,32 +43,6 @@ namespace {
 struct item {
   std::uint64_t seq;
   std::chrono::steady_clock::time_point born;
-};
-
-/// Emits `rate` records per second of processing time for `seconds` (rate 0: all at once).
-struct rate_source {
-  using value_type = item;
-  double rate;
-  std::uint64_t total;
-  std::size_t split_count() const { return 1; }
-  struct reader {
-    const rate_source* s;
-    std::uint64_t sent = 0;
-    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-    template <class Emit>
-    rill::poll_status poll(Emit&& emit, std::size_t max) {
-      const auto now = std::chrono::steady_clock::now();
-      std::uint64_t due = s->total;
-      if (s->rate > 0)
-        due = std::min<std::uint64_t>(s->total, std::uint64_t(std::chrono::duration<double>(now - t0).count() * s->rate) + 1);
-      if (sent == due) return sent == s->total ? rill::poll_status::end : rill::poll_status::idle;
-      for (std::size_t n = 0; n < max && sent < due; ++n, ++sent)
-        emit(rill::record<item>{{sent, now}, rill::event_time{std::chrono::milliseconds{std::int64_t(sent)}}});
-      return sent == s->total ? rill::poll_status::end : rill::poll_status::more;
-    }
-    std::string error() const { return {}; }
-  };
-  reader open(std::size_t) const { return reader{this}; }
 };
 
 const std::vector<std::string> keys = {"22/tcp", "53/udp", "80/tcp", "443/tcp", "123/udp", "25/tcp"};
@@ -150,7 +123,8 @@ int main(int argc, char** argv) {
   auto m = std::make_shared<rill::enrich_metrics>();
 
   auto s = rill::enrich(
-      rill::from(rate_source{rate, total}),
+      rill::from(rill::generator_source{{.count = total, .rate = rate},
+                                        [](std::uint64_t i) { return item{i, std::chrono::steady_clock::now()}; }}),
       {.url = url, .batch_size = batch, .linger = 5ms, .max_in_flight = in_flight, .timeout = 5s,
        .retries = 2, .transport = transport == "cpprest" ? rill::http_transport_kind::cpprest
                                                          : rill::http_transport_kind::beast,
@@ -167,22 +141,18 @@ int main(int argc, char** argv) {
     if (out) out << json{{"seq", p.first.seq}, {"key", keys[p.first.seq % keys.size()]}, {"service", p.second}} << '\n';
   });
 
-  std::atomic<bool> done{false};
+  // Peak threads and sockets, sampled every 20 ms on the runtime's control thread (which
+  // exists for this sampling and is not counted).
   std::size_t peak_threads = 0, peak_sockets = 0;
-  std::thread sampler([&] {
-    while (!done) {
-      peak_threads = std::max(peak_threads, count_entries("/proc/self/task", false) - 1);
-      peak_sockets = std::max(peak_sockets, count_entries("/proc/self/fd", true));
-      std::this_thread::sleep_for(20ms);
-    }
-  });
+  auto sample = [&](const rill::run_progress&) {
+    peak_threads = std::max(peak_threads, count_entries("/proc/self/task", false) - 1);
+    peak_sockets = std::max(peak_sockets, count_entries("/proc/self/fd", true));
+  };
   rill::runtime rt{{.workers = 1}};
   rusage u0, u1;
   getrusage(RUSAGE_SELF, &u0);
-  const auto rep = rt.run(job);
+  const auto rep = rt.run(job, {.progress = sample, .progress_interval = 20ms});
   getrusage(RUSAGE_SELF, &u1);
-  done = true;
-  sampler.join();
   errors.finish();
 
   auto cpu = [](const rusage& u) {

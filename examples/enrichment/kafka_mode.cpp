@@ -10,7 +10,6 @@
 #include <iostream>
 #include <sstream>
 #include <optional>
-#include <thread>
 
 #include <rill/connectors/http_transport.hpp>
 #include <rill/connectors/kafka_sink.hpp>
@@ -90,7 +89,9 @@ struct latency_stats {
 };
 
 /// Wraps a record's ack token: when the kafka_sink releases it at the delivery report
-/// (any thread), the latency is recorded, then the input's own token is released.
+/// (any thread), the latency is recorded, then the input's own token is released. The
+/// ack token is where the delivery report of one record becomes visible (kafka_sink
+/// counts deliveries, it has no per-record callback), so the latency is taken here.
 class timed_ack final : public rill::ack_token {
  public:
   timed_ack(std::shared_ptr<rill::ack_token> inner, steady::time_point t0, std::shared_ptr<latency_stats> st)
@@ -199,48 +200,24 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
                  .sink(std::make_shared<timed_sink>(timed_sink{kafka, lat}), "kafka_sink");
 
   rill::runtime rt{{.workers = o.workers, .handle_signals = true}};
-  // --progress, --idle-exit: one watcher thread, 20 ms steps.
-  std::atomic<bool> running{true};
-  std::thread watcher([&] {
-    std::uint64_t last = 0;
-    auto since = steady::now(), tick = since;
-    rill_examples::interval_rate delivered_rate{kafka->stats().delivered.load(), tick};
-    bool stop_sent = false;
-    while (running.load()) {
-      std::this_thread::sleep_for(20ms);
-      const auto now = steady::now();
-      const auto c = sst->consumed.load();
-      if (o.progress && now - tick >= every) {
+  // --idle-exit: the runtime stops gracefully (outstanding batches finish, deliveries,
+  // final commit) once nothing was consumed for that long (10x before the first record).
+  // --progress: a line on stderr every --progress-interval, from the runtime's control thread.
+  rill_examples::interval_rate delivered_rate{0, steady::now()};
+  const rill::run_options run_opts{
+      .stop_when_idle = idle,
+      .activity = [sst] { return sst->consumed.load(); },
+      .progress = !o.progress ? std::function<void(const rill::run_progress&)>{} : [&](const rill::run_progress&) {
         const auto d = kafka->stats().delivered.load();
-        // records delivered per second over this interval, fractional (3 in 4 s: 0.8)
-        const double rate = delivered_rate.sample(d, now);
-        std::ostringstream line;
-        line << "enrichment: progress consumed=" << c << " enriched=" << m->enriched.load() << " delivered=" << d
-             << " in_flight=" << m->in_flight.load() << " undelivered=" << kafka->undelivered()
-             << " failed=" << failed.load() << " commits=" << sst->commits.load()
-             << " pauses=" << sst->pauses.load() << " records_per_s=" << std::fixed << std::setprecision(1) << rate;
+        std::ostringstream line;  // records delivered per second over this interval, fractional (3 in 4 s: 0.8)
+        line << "enrichment: progress consumed=" << sst->consumed.load() << " enriched=" << m->enriched.load()
+             << " delivered=" << d << " in_flight=" << m->in_flight.load() << " undelivered=" << kafka->undelivered()
+             << " failed=" << failed.load() << " commits=" << sst->commits.load() << " pauses=" << sst->pauses.load()
+             << " records_per_s=" << std::fixed << std::setprecision(1) << delivered_rate.sample(d, steady::now());
         std::cerr << line.str() << std::endl;
-        tick = now;
-      }
-      if (c != last) {
-        last = c;
-        since = now;
-      } else if (idle.count() > 0 && !stop_sent && now - since >= (c > 0 ? idle : 10 * idle)) {
-        rt.request_stop();  // graceful: outstanding batches finish, deliveries, final commit
-        stop_sent = true;
-      }
-    }
-  });
-  rill::run_report rep;
-  try {
-    rep = rt.run(job);
-  } catch (...) {
-    running = false;
-    watcher.join();
-    throw;
-  }
-  running = false;
-  watcher.join();
+      },
+      .progress_interval = every};
+  const auto rep = rt.run(job, run_opts);
 
   const double active = lat->active_s();
   const auto delivered = kafka->stats().delivered.load();

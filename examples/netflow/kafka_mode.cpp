@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <iostream>
-#include <thread>
 #include <unordered_map>
 
 #include <rill/connectors/kafka_sink.hpp>
@@ -80,10 +79,8 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
     std::cerr << "netflow: Kafka analysis needs --from TOPIC and --to TOPIC (or --probe)\n";
     return 2;
   }
-  // --idle-exit takes the syntax of --window and --max-delay (it took only s and ms).
+  // --idle-exit takes the syntax of --window and --max-delay.
   const auto idle = rill_examples::parse_duration(o.idle_exit, "--idle-exit");
-  // 10x before the first record, saturated: 10 x 100 years would overflow nanoseconds
-  const auto first_idle = idle > std::chrono::nanoseconds::max() / 10 ? std::chrono::nanoseconds::max() : 10 * idle;
   using in_rec = rill::kafka_record<std::string, rill::packet>;
   rill::kafka_source<std::string, rill::packet> src{
       {.brokers = o.brokers, .group = o.group, .topics = {o.from}, .commit_interval = 1s}, nullptr, decode};
@@ -108,37 +105,10 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
                                   window, delay)
                  .sink(sink, "kafka_sink");
   // --idle-exit: a bounded run for tests and benchmarks (graceful stop: windows fire,
-  // flows are delivered, offsets committed).
-  std::atomic<bool> running{true};
-  std::thread watcher;
-  if (idle.count() > 0) {
-    watcher = std::thread([&] {
-      std::uint64_t last = 0;
-      auto since = std::chrono::steady_clock::now();
-      while (running.load()) {
-        std::this_thread::sleep_for(20ms);
-        const auto c = stats->consumed.load() + stats->bad.load();
-        const auto now = std::chrono::steady_clock::now();
-        if (c != last) {
-          last = c;
-          since = now;
-        } else if (now - since >= (c > 0 ? idle : first_idle)) {  // never read anything: 10x
-          rt.request_stop();
-          return;
-        }
-      }
-    });
-  }
-  rill::run_report rep;
-  try {
-    rep = rt.run(job);
-  } catch (...) {
-    running = false;
-    if (watcher.joinable()) watcher.join();
-    throw;
-  }
-  running = false;
-  if (watcher.joinable()) watcher.join();
+  // flows are delivered, offsets committed); 10x as long before the first record (the
+  // runtime's default grace). A bad message is input too.
+  const auto rep = rt.run(job, {.stop_when_idle = idle,
+                                .activity = [stats] { return stats->consumed.load() + stats->bad.load(); }});
   std::cerr << nlohmann::json{{"packets", stats->consumed.load()},
                               {"bad", stats->bad.load()},
                               {"late", rep.stage("window").late},

@@ -1,4 +1,4 @@
-// kafka_mode.hpp — netflow's Kafka mode (issue 5), kept apart from the file mode in
+// kafka_mode.hpp — netflow's Kafka mode, kept apart from the file mode in
 // netflow.cpp:
 //   netflow --probe --input FILE --brokers HOST:PORT --topic packets
 //       publishes every decoded packet (binary, kafka_mode.cpp) keyed by its

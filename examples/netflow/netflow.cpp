@@ -20,6 +20,10 @@
 // --enrich [URL] adds "service" (IANA name of the lower port, /etc/services) and
 // "a_class"/"b_class" (IANA special-purpose address registries) to every row, through
 // three batched enrich stages; without URL an enrichment service runs in-process.
+//
+// The Kafka modes (kafka_mode.hpp) stay in this program: they take the same --input,
+// --window, --max-delay, --workers and --topology, and run the same pipeline
+// (flow_row.hpp's count_flows), so the flow types and the job exist once.
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <csignal>
@@ -27,6 +31,8 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <memory>
+#include <optional>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -34,7 +40,6 @@
 #include <mutex>
 #include <regex>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
 #include <rill/rill.hpp>
@@ -44,7 +49,7 @@
 #include "enrichment_service.hpp"
 #include "flow_row.hpp"
 #include "reporting.hpp"
-#include "kafka_mode.hpp"  // --probe / --brokers: Kafka mode (issue 5)
+#include "kafka_mode.hpp"  // --probe / --brokers: Kafka mode
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -102,6 +107,142 @@ std::string option_of(const std::string& key) {
   const auto it = names.find(key);
   return it == names.end() ? key : it->second;
 }
+/// netflow's command line; parse() returns the exit status when the program should
+/// exit without running (help: 0, bad arguments: 2).
+struct cli {
+  std::vector<std::string> inputs;
+  std::string interface, output = "-", summary_path, topology, enrich_url;
+  std::chrono::nanoseconds window{}, delay{};
+  std::size_t workers = 0;
+  bool progress = false, rebalance = false, enrich = false;
+  netflow_kafka::options kafka;
+
+  std::optional<int> parse(int argc, char** argv) {
+    CLI::App app{"netflow: per-window, per-conversation packet/byte counts of packet captures"};
+    std::string window_text = "10s", delay_text = "2s";
+    auto* input_opt =
+        app.add_option("--input,-i", inputs, "capture file (pcap or pcapng); repeat for several inputs")
+            ->check(CLI::ExistingFile);
+    // One source or the other: both given is a usage error (exit 2), not a silent choice.
+    app.add_option("--interface", interface, "capture live from this interface instead (libpcap)")
+        ->excludes(input_opt);
+    app.add_option("--window", window_text, "tumbling window length (e.g. 10s, 500ms)");
+    app.add_option("--max-delay", delay_text, "maximum out-of-order delay (watermark lag)");
+    app.add_option("--output,-o", output, "JSON lines output file, or - for stdout");
+    app.add_option("--summary", summary_path,
+                   "write the summary JSON here; - for stdout (then --output must be a file); "
+                   "default: stderr");
+    app.add_option("--workers,-w", workers, "worker threads (default or 0: one per core)")
+        ->check(rill_examples::whole_number(0, 4096, "0 = one per core"));
+    app.add_option("--topology", topology, "synthetic topology, e.g. \"2 nodes x 2 cores\"");
+    app.add_flag("--progress", progress,
+                 "print a progress line on stderr every second (packets, packets/s over that second)");
+    auto* enrich_opt = app.add_option("--enrich", enrich_url,
+                                      "add service name and address classes from the enrichment "
+                                      "service at URL (POST JSON array); without URL: start one "
+                                      "in-process on 127.0.0.1")
+                           ->expected(0, 1);
+    app.add_flag("--rebalance", rebalance,
+                 "decode on every worker: the reader hands raw frames to the workers of its NUMA "
+                 "node (numa_ring)");
+    netflow_kafka::add_options(app, kafka);
+    // Kafka-only options need --brokers; file-mode-only options are refused in Kafka mode,
+    // and --input in the analysis (CLI11 needs/excludes: exit 2 naming both).
+    auto* brokers_opt = app.get_option("--brokers");
+    for (const char* k : {"--probe", "--topic", "--from", "--to", "--group", "--idle-exit"})
+      app.get_option(k)->needs(brokers_opt);
+    for (const char* f : {"--output", "--summary", "--progress", "--rebalance", "--enrich", "--interface"})
+      app.get_option(f)->excludes(brokers_opt);
+    input_opt->excludes(app.get_option("--from"));
+    try {
+      app.parse(argc, argv);
+      window = parse_duration(window_text, "--window");
+      delay = parse_duration(delay_text, "--max-delay");
+      if (window <= 0ns) throw CLI::ValidationError("--window", "must be > 0, got \"" + window_text + "\"");
+    } catch (const CLI::ParseError& e) {
+      const int code = app.exit(e);  // prints help or the error
+      return code == 0 ? 0 : 2;      // bad arguments: 2, as documented
+    } catch (const CLI::Error& e) {
+      app.exit(e);
+      return 2;
+    }
+    // "-" is stdout for both files; they cannot share it (the rows and the summary would mix).
+    if (summary_path == "-" && output == "-") {
+      std::cerr << "netflow: --summary - writes the summary to stdout, which the rows use: give --output FILE "
+                   "(or leave --summary out: the summary goes to stderr)\n";
+      return 2;
+    }
+    enrich = enrich_opt->count() > 0;
+    if (inputs.empty() && interface.empty()) inputs = default_inputs;
+    return std::nullopt;
+  }
+};
+
+/// Opens `path` for writing unless it is `dash_is` ("-" = stdout); false (message on
+/// stderr naming `option` and the OS error) when it cannot be created. Created before the
+/// job runs: one that cannot be created is a bad argument (exit 2); a later write is exit 1.
+bool open_file(std::ofstream& f, const std::string& path, const char* option) {
+  if (path.empty() || path == "-") return true;
+  f.open(path);
+  if (f) return true;
+  std::cerr << "netflow: cannot create " << option << " " << path << ": " << std::strerror(errno) << '\n';
+  return false;
+}
+
+/// The rows through three enrich stages (service name, a's and b's address class); a
+/// failed lookup goes to `keep`.
+template <class Rows, class Keep>
+auto enriched(Rows&& rows, const std::string& url, Keep keep) {
+  rill::enrich_options o{.url = url, .batch_size = 256, .max_in_flight = 4, .cache_entries = 4096};
+  auto with_service = rill::enrich(
+      std::forward<Rows>(rows), o, service_key,
+      [](flow_row&& r, nlohmann::json&& v) { r.service = std::move(v); return std::move(r); }, keep);
+  auto with_a = rill::enrich(
+      std::move(with_service), o, [](const flow_row& r) { return r.key.a_ip_string(); },
+      [](flow_row&& r, nlohmann::json&& v) { r.a_class = std::move(v); return std::move(r); }, keep);
+  return rill::enrich(
+      std::move(with_a), o, [](const flow_row& r) { return r.key.b_ip_string(); },
+      [](flow_row&& r, nlohmann::json&& v) { r.b_class = std::move(v); return std::move(r); }, keep);
+}
+
+/// The summary object (see the banner).
+json summary_of(const rill::pcap_source_stats& stats, const rill::run_report& rep, std::size_t conversations,
+                std::size_t lines, std::uint64_t enrich_errors, std::size_t workers) {
+  const auto p = stats.packets.load();
+  json by_proto;
+  for (auto proto : {rill::ip_proto::tcp, rill::ip_proto::udp, rill::ip_proto::icmp, rill::ip_proto::icmpv6,
+                     rill::ip_proto::other})
+    by_proto[std::string(rill::to_string(proto))] = stats.by_proto[std::size_t(proto)].load();
+  return {{"packets", p},
+          {"bytes", stats.bytes.load()},
+          {"by_proto", by_proto},
+          {"non_ip", stats.by_proto[std::size_t(rill::ip_proto::non_ip)].load()},
+          {"truncated", stats.truncated.load()},
+          {"late", rep.stage("window").late},
+          {"conversations", conversations},
+          {"windows_rows", lines},
+          {"errors", rep.errors},
+          {"enrich_errors", enrich_errors},
+          {"workers", workers},
+          {"elapsed_s", rep.elapsed_s},
+          {"packets_per_s", rep.elapsed_s > 0 ? double(p) / rep.elapsed_s : 0.0}};
+}
+
+/// Flushes `out`; false (message on stderr) when a write to it failed.
+bool finish_output(std::ostream& out, const std::string& name, int write_errno) {
+  if (out) {
+    errno = 0;
+    out.flush();
+    if (!out) write_errno = errno;
+  }
+  if (out) return true;
+  std::cerr << "netflow: error: writing --output " << name << " failed"
+            << (write_errno == EPIPE ? ": the reader closed the pipe (EPIPE)"
+                : write_errno    ? std::string(": ") + std::strerror(write_errno)
+                                 : std::string())
+            << '\n';
+  return false;
+}
 
 }  // namespace
 
@@ -109,220 +250,81 @@ int main(int argc, char** argv) {
   // A closed output pipe (netflow ... | head -1) is a write error (EPIPE: exit 1 with a
   // message, see line_writer), not a silent death by SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
-  CLI::App app{"netflow: per-window, per-conversation packet/byte counts of packet captures"};
-  std::vector<std::string> inputs;
-  std::string interface, window_text = "10s", delay_text = "2s", output = "-", summary_path,
-                         topology;
-  std::size_t workers = 0;
-  bool progress = false, rebalance = false;
-  std::string enrich_url;
-  auto* input_opt =
-      app.add_option("--input,-i", inputs, "capture file (pcap or pcapng); repeat for several inputs")
-          ->check(CLI::ExistingFile);
-  // One source or the other: both given is a usage error (exit 2), not a silent choice.
-  app.add_option("--interface", interface, "capture live from this interface instead (libpcap)")
-      ->excludes(input_opt);
-  app.add_option("--window", window_text, "tumbling window length (e.g. 10s, 500ms)");
-  app.add_option("--max-delay", delay_text, "maximum out-of-order delay (watermark lag)");
-  app.add_option("--output,-o", output, "JSON lines output file, or - for stdout");
-  app.add_option("--summary", summary_path,
-                 "write the summary JSON here; - for stdout (then --output must be a file); "
-                 "default: stderr");
-  app.add_option("--workers,-w", workers, "worker threads (default or 0: one per core)")
-      ->check(rill_examples::whole_number(0, 4096, "0 = one per core"));
-  app.add_option("--topology", topology, "synthetic topology, e.g. \"2 nodes x 2 cores\"");
-  app.add_flag("--progress", progress,
-               "print a progress line on stderr every second (packets, packets/s over that second)");
-  auto* enrich_opt = app.add_option("--enrich", enrich_url,
-                                    "add service name and address classes from the enrichment "
-                                    "service at URL (POST JSON array); without URL: start one "
-                                    "in-process on 127.0.0.1")
-                         ->expected(0, 1);
-  app.add_flag("--rebalance", rebalance,
-               "decode on every worker: the reader hands raw frames to the workers of its NUMA "
-               "node (numa_ring)");
-  netflow_kafka::options kafka;
-  netflow_kafka::add_options(app, kafka);
-  // Kafka-only options need --brokers; file-mode-only options are refused in Kafka mode,
-  // and --input in the analysis (CLI11 needs/excludes: exit 2 naming both; they used to
-  // be ignored silently, exit 0).
-  auto* brokers_opt = app.get_option("--brokers");
-  for (const char* k : {"--probe", "--topic", "--from", "--to", "--group", "--idle-exit"})
-    app.get_option(k)->needs(brokers_opt);
-  for (const char* f : {"--output", "--summary", "--progress", "--rebalance", "--enrich", "--interface"})
-    app.get_option(f)->excludes(brokers_opt);
-  input_opt->excludes(app.get_option("--from"));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help or the error
-    return code == 0 ? 0 : 2;       // bad arguments: 2, as documented
-  }
-
-  std::chrono::nanoseconds window, delay;
-  try {
-    window = parse_duration(window_text, "--window");
-    delay = parse_duration(delay_text, "--max-delay");
-    if (window <= 0ns) throw CLI::ValidationError("--window", "must be > 0, got \"" + window_text + "\"");
-  } catch (const CLI::Error& e) {
-    app.exit(e);
-    return 2;
-  }
-  // "-" is stdout for both files; they cannot share it (the rows and the summary would mix).
-  if (summary_path == "-" && output == "-") {
-    std::cerr << "netflow: --summary - writes the summary to stdout, which the rows use: give --output FILE "
-                 "(or leave --summary out: the summary goes to stderr)\n";
-    return 2;
-  }
-  if (inputs.empty() && interface.empty()) inputs = default_inputs;
-  if (kafka.active()) return netflow_kafka::run(kafka, inputs, window, delay, workers, topology);
-
-  // Both files are created before the job runs: one that cannot be created is a bad
-  // argument (exit 2, with the OS error); a write that fails later is exit 1.
+  cli a;
+  if (auto code = a.parse(argc, argv)) return *code;
+  if (a.kafka.active()) return netflow_kafka::run(a.kafka, a.inputs, a.window, a.delay, a.workers, a.topology);
   std::ofstream file, summary_file;
-  std::ostream* out = &std::cout;
-  if (output != "-") {
-    file.open(output);
-    if (!file) {
-      std::cerr << "netflow: cannot create --output " << output << ": " << std::strerror(errno) << '\n';
-      return 2;
-    }
-    out = &file;
-  }
-  std::ostream* summary_out = summary_path.empty() ? &std::cerr : summary_path == "-" ? &std::cout : &summary_file;
-  if (!summary_path.empty() && summary_path != "-") {
-    summary_file.open(summary_path);
-    if (!summary_file) {
-      std::cerr << "netflow: cannot create --summary " << summary_path << ": " << std::strerror(errno) << '\n';
-      return 2;
-    }
-  }
+  if (!open_file(file, a.output, "--output") || !open_file(summary_file, a.summary_path, "--summary")) return 2;
+  std::ostream& out = a.output == "-" ? std::cout : file;
+  std::ostream& summary_out = a.summary_path.empty() ? std::cerr : a.summary_path == "-" ? std::cout : summary_file;
 
   try {
-    rill::runtime rt{{.workers = workers, .topology = topology, .handle_signals = true}};
+    // 1. The pipeline.
+    rill::runtime rt{{.workers = a.workers, .topology = a.topology, .handle_signals = true}};
     // Capture files: each splittable file is read as one split per worker (interleaved
     // chunks of records), so every worker decodes. --rebalance reads them whole.
-    auto src = !interface.empty() ? rill::pcap_source::live(interface)
-               : rebalance       ? rill::pcap_source{inputs}
-                                 : rill::pcap_source{inputs, {.splits_per_file = rt.worker_count()}};
+    auto src = !a.interface.empty() ? rill::pcap_source::live(a.interface)
+               : a.rebalance       ? rill::pcap_source{a.inputs}
+                                   : rill::pcap_source{a.inputs, {.splits_per_file = rt.worker_count()}};
     // --rebalance on files: read raw frames, rebalance, decode on every worker (one
     // capture file is one split). Not the default: handing a frame to another worker
     // costs about what decoding it does (bench/RESULTS.md "decoding after a rebalance").
-    rill::pcap_frame_source frames{inputs};
-    const bool spread = interface.empty() && rebalance;
+    rill::pcap_frame_source frames{a.inputs};
+    const bool spread = a.interface.empty() && a.rebalance;
     auto stats = spread ? frames.stats() : src.stats();
-    std::set<rill::flow_key> conversations;
-    const bool enrich = enrich_opt->count() > 0;
     std::unique_ptr<rill::svc::enrichment_service> local_service;
-    if (enrich && enrich_url.empty()) {
+    if (a.enrich && a.enrich_url.empty()) {
       local_service = std::make_unique<rill::svc::enrichment_service>();
       local_service->start();
-      enrich_url = local_service->url();
+      a.enrich_url = local_service->url();
     }
+    std::set<rill::flow_key> conversations;
     std::size_t lines = 0;
     int write_errno = 0;  // of the first failed write to --output
-    const line_writer writer{out, &conversations, &lines, enrich, [&](int err) {
+    const line_writer writer{&out, &conversations, &lines, a.enrich, [&](int err) {
                                write_errno = err;
                                rt.request_stop();  // nothing more can be written: stop reading
                              }};
     auto sink = std::make_shared<rill::ordered_sink<flow_row, by_key, line_writer>>(
         rt.worker_count(), by_key{}, writer);
-    auto enrich_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
-
     auto packets = spread      ? rill::from(frames).rebalance().map(frames.decoder())
-                   : rebalance ? rill::from(std::move(src)).rebalance()
-                               : rill::from(std::move(src));
+                   : a.rebalance ? rill::from(std::move(src)).rebalance()
+                                 : rill::from(std::move(src));
     // Files end by themselves; a quiet live interface must not hold the watermark. (Idle
     // on files would make the output depend on read speed.)
-    auto rows_stream = netflow::count_flows(std::move(packets), window, delay, interface.empty() ? 0s : 5s);
-    // A failed lookup keeps the row (null fields) and is counted: nothing is lost.
-    // (the error side output hands the row to the sink as it is, on the same worker).
+    auto rows = netflow::count_flows(std::move(packets), a.window, a.delay, a.interface.empty() ? 0s : 5s);
+    // A failed lookup keeps the row (null fields) and is counted: nothing is lost (the
+    // error side output hands the row to the sink as it is, on the same worker).
+    auto enrich_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
     auto keep = [enrich_errors, sink](rill::record<flow_row>&& r, const rill::enrich_error& e) {
       if (enrich_errors->fetch_add(1) == 0) std::cerr << "netflow: enrich: " << e.reason << '\n';
       sink->write(rill::this_worker()->id(), std::move(r));
     };
-    auto enriched_rows = [&](auto&& rows) {
-      rill::enrich_options o{.url = enrich_url, .batch_size = 256, .max_in_flight = 4,
-                             .cache_entries = 4096};
-      auto with_service = rill::enrich(
-          std::move(rows), o, service_key,
-          [](flow_row&& r, nlohmann::json&& v) { r.service = std::move(v); return std::move(r); }, keep);
-      auto with_a = rill::enrich(
-          std::move(with_service), o, [](const flow_row& r) { return r.key.a_ip_string(); },
-          [](flow_row&& r, nlohmann::json&& v) { r.a_class = std::move(v); return std::move(r); }, keep);
-      return rill::enrich(
-          std::move(with_a), o, [](const flow_row& r) { return r.key.b_ip_string(); },
-          [](flow_row&& r, nlohmann::json&& v) { r.b_class = std::move(v); return std::move(r); }, keep);
+    auto job = a.enrich ? enriched(std::move(rows), a.enrich_url, keep).sink(sink) : std::move(rows).sink(sink);
+
+    // 2. Run it; --progress: packets/s over the last second, from the runtime's control thread.
+    rill_examples::interval_rate rate{0, std::chrono::steady_clock::now()};
+    auto progress = [&](const rill::run_progress&) {
+      const auto n = stats->packets.load();
+      std::cerr << "netflow: " << n << " packets, "
+                << std::uint64_t(rate.sample(n, std::chrono::steady_clock::now()) + 0.5) << " packets/s\n";
     };
-    auto job = enrich ? enriched_rows(std::move(rows_stream)).sink(sink) : std::move(rows_stream).sink(sink);
+    const auto rep = rt.run(job, {.progress = a.progress ? std::function(progress) : nullptr});
 
-    std::atomic<bool> running{true};
-    std::thread reporter;
-    if (progress) {
-      // packets/s over the last second (not the average since the start)
-      reporter = std::thread([&] {
-        auto last = std::chrono::steady_clock::now();
-        rill_examples::interval_rate rate{stats->packets.load(), last};
-        while (running.load()) {
-          std::this_thread::sleep_for(200ms);
-          const auto now = std::chrono::steady_clock::now();
-          if (now - last < 1s) continue;
-          last = now;
-          const auto packets = stats->packets.load();
-          std::cerr << "netflow: " << packets << " packets, " << std::uint64_t(rate.sample(packets, now) + 0.5)
-                    << " packets/s\n";
-        }
-      });
-    }
-    const auto rep = rt.run(job);
-    running = false;
-    if (reporter.joinable()) reporter.join();
-    if (*out) {
-      errno = 0;
-      out->flush();
-      if (!*out) write_errno = errno;
-    }
-    const bool output_failed = !*out;
-    if (output_failed)
-      std::cerr << "netflow: error: writing --output " << output << " failed"
-                << (write_errno == EPIPE ? ": the reader closed the pipe (EPIPE)"
-                    : write_errno    ? std::string(": ") + std::strerror(write_errno)
-                                     : std::string())
-                << '\n';
-
-    const auto p = stats->packets.load();
-    json by_proto;
-    for (auto proto : {rill::ip_proto::tcp, rill::ip_proto::udp, rill::ip_proto::icmp,
-                       rill::ip_proto::icmpv6, rill::ip_proto::other}) {
-      by_proto[std::string(rill::to_string(proto))] = stats->by_proto[std::size_t(proto)].load();
-    }
-    json summary = {{"packets", p},
-                    {"bytes", stats->bytes.load()},
-                    {"by_proto", by_proto},
-                    {"non_ip", stats->by_proto[std::size_t(rill::ip_proto::non_ip)].load()},
-                    {"truncated", stats->truncated.load()},
-                    {"late", rep.stage("window").late},
-                    {"conversations", conversations.size()},
-                    {"windows_rows", lines},
-                    {"errors", rep.errors},
-                    {"enrich_errors", enrich_errors->load()},
-                    {"workers", rt.worker_count()},
-                    {"elapsed_s", rep.elapsed_s},
-                    {"packets_per_s", rep.elapsed_s > 0 ? double(p) / rep.elapsed_s : 0.0}};
-    bool summary_failed = false;
-    if (summary_path.empty()) {
+    // 3. The report.
+    const bool output_ok = finish_output(out, a.output, write_errno);
+    const json summary = summary_of(*stats, rep, conversations.size(), lines, enrich_errors->load(), rt.worker_count());
+    bool summary_ok = true;
+    if (a.summary_path.empty()) {
       std::cerr << summary.dump() << '\n';
     } else {
-      auto& f = *summary_out;
-      f << summary.dump(1) << '\n';
-      f.flush();
-      if (!f) {
-        summary_failed = true;
-        std::cerr << "netflow: error: writing --summary " << summary_path << " failed\n";
-      }
+      summary_out << summary.dump(1) << '\n';
+      summary_out.flush();
+      if (!(summary_ok = bool(summary_out)))
+        std::cerr << "netflow: error: writing --summary " << a.summary_path << " failed\n";
     }
     for (const auto& e : rep.errors) std::cerr << "netflow: error: " << e << '\n';
-    return rep.errors.empty() && enrich_errors->load() == 0 && !output_failed && !summary_failed ? 0 : 1;
+    return rep.errors.empty() && enrich_errors->load() == 0 && output_ok && summary_ok ? 0 : 1;
   } catch (const rill::pcap_error& e) {
     std::cerr << "netflow: " << e.what() << '\n';
     return 2;

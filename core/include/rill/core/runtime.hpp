@@ -3,6 +3,7 @@
 // Defines:
 //   rill::runtime_options   how many workers, which topology, pinning, signals
 //   rill::runtime           owns the workers; run(job) blocks until end of stream or stop
+//   (rill::run_options      per run: stop when idle, progress callback; run_control.hpp)
 //   rill::job               a complete pipeline (source ... sink), type-erased
 //   rill::job_builder       what a job's build function uses to instantiate itself
 //   rill::run_report        stage counters, errors, elapsed time
@@ -13,14 +14,23 @@
 //                     .map([](int x) { return x * 2; })
 //                     .sink([](int x) { std::cout << x << '\n'; });
 //   rill::run_report rep = rt.run(j);      // returns when every sink saw end of stream
+//   rt.run(j, {.stop_when_idle = 3s});     // or: a graceful stop 3 s after the last record
 //
-// Life of a run (DESIGN.md "Runtime"): the job is instantiated on the calling thread —
+// Life of a run (docs/design.md "Runtime"): the job is instantiated on the calling thread —
 // one chain instance per worker, sources on the workers their splits are assigned to
 // (split i on worker i mod workers) — then every worker thread runs its io_context
 // (concurrency hint 1). run() returns when every sink instance has seen end of stream.
-// request_stop() (or SIGINT/SIGTERM when handle_signals) makes every source end early:
-// in-flight records drain, windows fire, sinks flush, and run() returns normally with
-// report.stopped = true.
+// request_stop() (or SIGINT/SIGTERM when handle_signals, or run_options::stop_when_idle)
+// makes every source end early: in-flight records drain, windows fire, sinks flush, and
+// run() returns normally with report.stopped = true. A stop requested while no run is in
+// progress (a signal between constructing the runtime and run()) is kept: the next run()
+// stops at once, gracefully. Each run() consumes the stop request when it returns.
+//
+// The control thread: one more thread per runtime, started by the constructor when
+// handle_signals and otherwise by the first run() that needs it (stop_when_idle or a
+// progress callback); it runs until the runtime is destroyed. It catches the signals,
+// samples the input for stop_when_idle and calls the progress callback. Nothing of the
+// job runs on it.
 //
 // Errors: run() throws rill::config_error for bad options (key "runtime.workers",
 // "runtime.topology"); an exception thrown by user code on a worker stops the run and is
@@ -29,7 +39,7 @@
 // through the pipeline.
 //
 // Thread safety: run() from one thread at a time. request_stop() from any thread, and from
-// a signal handler context (it only sets an atomic and posts).
+// a signal handler context (it only sets an atomic).
 #pragma once
 
 #include <atomic>
@@ -39,8 +49,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "rill/core/run_control.hpp"
 #include "rill/core/stage.hpp"
 #include "rill/core/topology.hpp"
 #include "rill/core/worker.hpp"
@@ -54,7 +66,9 @@ struct runtime_options {
   std::string topology{};
   /// Pin workers to cores (real topologies only).
   bool pin = true;
-  /// Install SIGINT/SIGTERM handlers during run(): first signal = graceful stop.
+  /// Catch SIGINT/SIGTERM from construction until destruction (Boost.Asio signal_set on
+  /// the control thread): each signal = request_stop(), a graceful stop of the current or
+  /// the next run. Off: the signals keep their dispositions (default: terminate).
   bool handle_signals = false;
   /// Period of worker tickers (idle-input detection), processing time.
   std::chrono::milliseconds tick{50};
@@ -129,9 +143,11 @@ class runtime {
   worker& worker_at(std::size_t i) { return *workers_.at(i); }
 
   /// Runs `j` to end of stream (or until request_stop()). Blocks the calling thread.
-  run_report run(const job& j);
+  /// `o`: stop when idle and the progress callback, see run_options.
+  run_report run(const job& j, const run_options& o = {});
 
-  /// Asks every source to end early; the run then drains and returns. Any thread.
+  /// Asks every source to end early; the run then drains and returns. Without a run in
+  /// progress the request is kept for the next run(). Any thread, signal handlers too.
   void request_stop() noexcept;
   bool stop_requested() const noexcept { return stop_.load(std::memory_order_acquire); }
   /// A source read error, recorded into the report. Any thread.
@@ -139,7 +155,9 @@ class runtime {
 
  private:
   friend class job_builder;
+  struct control;
   void sink_finished();
+  control& control_loop();
 
   runtime_options opts_;
   rill::topology topo_;
@@ -150,6 +168,7 @@ class runtime {
   std::mutex mu_;
   std::vector<std::string> errors_;
   std::function<void()> on_all_done_;
+  std::unique_ptr<control> control_;  // the control thread, see the banner
 };
 
 }  // namespace rill

@@ -1,0 +1,103 @@
+// generator.cpp — streamed_sockets --role generator. See roles.hpp and main.cpp.
+#include "roles.hpp"
+
+namespace streamed_sockets {
+
+int generator(const config& c) {
+  asio::io_context io{1};
+  rill::tcp_sink out{io, sink_opts(c, c.out.at(0), "generator->indexer")};
+  rill::tcp_receiver back{io, source_opts(c.back, "generator<-processor")};
+  log_errors(out);
+  const std::uint64_t total = c.bytes / blob;
+  const auto real_every = std::chrono::nanoseconds(std::int64_t(1e9 / c.real_per_s));
+  std::uint64_t sent = 0, real_sent = 0, real_got = 0;
+  std::vector<double> lat_ms;
+  std::vector<std::byte> chunk;  // records built in place, handed to the sink at once
+  const auto t0 = clk::now();
+  auto next_real = t0;
+  bool closing = false, closed = false;  // closed: everything sent, connection shut down
+  asio::steady_timer tick{io}, deadline{io};
+
+  back.on_records([&](std::uint64_t, std::span<const std::span<const std::byte>> recs) {
+    const auto t = now_ns();
+    for (auto r : recs) {
+      lat_ms.push_back(double(t - get64(r.data() + 16)) / 1e6);
+      ++real_got;
+    }
+    if (closing && closed && real_got == real_sent) io.stop();
+    return true;
+  });
+  auto finish = [&] {
+    closing = true;
+    out.close([&] {
+      closed = true;
+      if (real_got == real_sent) io.stop();
+    });
+    deadline.expires_after(30s);  // bound the wait for the last responses
+    deadline.async_wait([&](auto ec) {
+      if (!ec) io.stop();
+    });
+  };
+  // Writes what is due now: fake records up to rate * elapsed (all of them when rate = 0),
+  // one real request whenever its period passed; then sleeps one tick (paced) or yields to
+  // the loop (full speed). Records are built in chunks of up to 64 KiB and handed to the
+  // sink with one write_framed() (fixed framing: the record is its own wire format).
+  std::function<void()> pump = [&] {
+    if (closing) return;
+    const auto now = clk::now();
+    const double el = std::chrono::duration<double>(now - t0).count();
+    const std::uint64_t due =
+        c.rate_gbps > 0
+            ? std::min<std::uint64_t>(total, std::uint64_t(el * c.rate_gbps * 1e9 / blob) + 1)
+            : total;
+    while (sent < due && out.writable()) {
+      const std::uint64_t n = std::min<std::uint64_t>(due - sent, 2048);
+      chunk.assign(n * blob, std::byte{0});
+      for (std::uint64_t i = 0; i < n; ++i) {
+        std::byte* r = chunk.data() + i * blob;
+        if (now >= next_real) {
+          r[8] = std::byte{1};
+          put64(r + 16, now_ns());
+          put64(r + 24, real_sent++);
+          next_real += real_every;
+        } else {
+          put64(r + 24, sent + i);
+        }
+      }
+      out.write_framed(chunk, n);
+      sent += n;
+    }
+    if (sent >= total) return finish();
+    if (!out.writable()) return;  // on_writable resumes
+    tick.expires_after(c.rate_gbps > 0 ? c.tick : 0us);
+    tick.async_wait([&](auto ec) {
+      if (!ec) pump();
+    });
+  };
+  out.on_writable([&] { asio::post(io, [&] { pump(); }); });
+  back.start();
+  out.start();
+  asio::post(io, [&] { pump(); });
+  io.run();
+  const double el = std::chrono::duration<double>(clk::now() - t0).count();
+  std::sort(lat_ms.begin(), lat_ms.end());
+  auto pct = [&](double p) {
+    return lat_ms.empty()
+               ? 0.0
+               : lat_ms[std::min(lat_ms.size() - 1, std::size_t(p / 100 * double(lat_ms.size())))];
+  };
+  double avg = 0;
+  for (double v : lat_ms) avg += v;
+  avg = lat_ms.empty() ? 0 : avg / double(lat_ms.size());
+  std::printf(
+      "generator: sent %llu records (%.3f GB) in %.2f s = %.3f GB/s offered; real requests %llu, "
+      "answered %llu\n",
+      (unsigned long long)sent, double(sent * blob) / 1e9, el, double(sent * blob) / 1e9 / el,
+      (unsigned long long)real_sent, (unsigned long long)real_got);
+  std::printf(
+      "latency: average %.3f ms, p1/p10/p50/p90/p99 = %.3f/%.3f/%.3f/%.3f/%.3f ms (N = %zu)\n", avg,
+      pct(1), pct(10), pct(50), pct(90), pct(99), lat_ms.size());
+  return real_got == real_sent ? 0 : 1;
+}
+
+}  // namespace streamed_sockets

@@ -1,0 +1,51 @@
+// terminator.cpp — streamed_sockets --role terminator. See roles.hpp and main.cpp.
+#include "roles.hpp"
+
+namespace streamed_sockets {
+
+int terminator(const config& c) {
+  asio::io_context io{1};
+  struct input {
+    std::unique_ptr<rill::tcp_receiver> rx;
+    std::uint64_t index_errors = 0, expect = 0;
+    bool eof = false;
+    clk::time_point first{}, last{};
+  };
+  std::vector<input> ins(1 + (c.back.empty() ? 0 : 1));
+  std::size_t eofs = 0;
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    auto& in = ins[i];
+    in.rx = std::make_unique<rill::tcp_receiver>(
+        io, source_opts(i == 0 ? c.in : c.back, i == 0 ? "terminator" : "terminator-tap"));
+    in.rx->on_batch([&in](std::uint64_t, std::span<const std::byte> wire, std::size_t) {
+      if (in.first == clk::time_point{}) in.first = clk::now();
+      for (std::size_t off = 0; off < wire.size(); off += blob) {
+        if (get64(wire.data() + off) != in.expect) ++in.index_errors;
+        in.expect = get64(wire.data() + off) + 1;
+      }
+      in.last = clk::now();
+      return true;
+    });
+    in.rx->on_eof([&, i] {
+      ins[i].rx->stop();
+      if (++eofs == ins.size()) io.stop();
+    });
+    in.rx->start();
+  }
+  io.run();
+  int rc = 0;
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    auto& in = ins[i];
+    const auto bytes = in.rx->stats().bytes.load();
+    const double s = std::chrono::duration<double>(in.last - in.first).count();
+    std::printf(
+        "terminator%s: %llu records, %.3f GB in %.3f s = %.3f GB/s; index errors %llu, gaps %llu\n",
+        i == 0 ? "" : " (tap)", (unsigned long long)in.rx->stats().records.load(),
+        double(bytes) / 1e9, s, s > 0 ? double(bytes) / 1e9 / s : 0.0,
+        (unsigned long long)in.index_errors, (unsigned long long)in.rx->stats().gaps.load());
+    if (in.index_errors || in.rx->stats().gaps.load()) rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace streamed_sockets
