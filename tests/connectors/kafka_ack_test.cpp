@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "rill/connectors/kafka_ack.hpp"
+#include "rill/connectors/detail/kafka_ack.hpp"
 
 namespace {
 
