@@ -2,8 +2,8 @@
 // Ethernet/IP headers), pcap_reader, pcap_source (a capture file or a live interface),
 // pcap_frame and pcap_frame_source (undecoded frames). Target rill::rill (libpcap).
 //
-// Example (packets and bytes per conversation and 10 s tumbling window; compiled by
-// tests/operators/banner_examples_test.cpp):
+// Example (namespace scope; packets and bytes per conversation and 10 s tumbling window;
+// compiled by tests/banner_examples.py, run by tests/operators/banner_examples_test.cpp):
 //   #include <rill/pcap.hpp>
 //   #include <rill/rill.hpp>
 //   using namespace std::chrono_literals;

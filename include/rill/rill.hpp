@@ -6,8 +6,8 @@
 // <rill/operators/enrich.hpp> with a transport from <rill/connectors/http_transport.hpp>
 // (rill::http or rill::cpprest).
 //
-// Example (bytes per user and 10 s tumbling window; compiled and its output checked by
-// tests/operators/banner_examples_test.cpp):
+// Example (namespace scope; bytes per user and 10 s tumbling window; compiled by
+// tests/banner_examples.py, its output checked by tests/operators/banner_examples_test.cpp):
 //   #include <rill/rill.hpp>
 //   using namespace std::chrono_literals;
 //   struct click { std::string user; std::uint64_t bytes; };

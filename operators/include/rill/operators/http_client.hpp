@@ -13,14 +13,17 @@
 // on the worker's loop (target rill::http) and cpprestsdk (target rill::cpprest). A test
 // or a user may implement http_transport itself; enrich sees only this interface.
 //
-// Example (a transport that answers every key with null, e.g. for a dry run; compiled
-// and run through enrich by tests/operators/enrich_test.cpp, "enrich_transport"):
+// Example (namespace scope; a transport that answers every key with null, e.g. for a dry
+// run; run through enrich by tests/operators/enrich_test.cpp, "enrich_transport"):
+//   #include <boost/asio/post.hpp>
+//   #include <nlohmann/json.hpp>
 //   struct null_transport final : rill::http_transport {
 //     explicit null_transport(boost::asio::io_context& ioc) : ioc_(ioc) {}
 //     void post(std::string body, std::chrono::milliseconds, completion done) override {
 //       const auto n = nlohmann::json::parse(body).size();
 //       boost::asio::post(ioc_, [n, done = std::move(done)] {
-//         done({.status = 200, .body = nlohmann::json(std::vector<std::nullptr_t>(n)).dump()});
+//         done(rill::http_result{.status = 200,
+//                                .body = nlohmann::json(std::vector<std::nullptr_t>(n)).dump()});
 //       });
 //     }
 //     std::size_t open_connections() const noexcept override { return 0; }
@@ -28,7 +31,8 @@
 //     const char* name() const noexcept override { return "null"; }
 //     boost::asio::io_context& ioc_;
 //   };
-//   rill::http_transport_factory f = [](boost::asio::io_context& ioc, rill::http_transport_options) {
+//   rill::http_transport_factory null_factory = [](boost::asio::io_context& ioc,
+//                                                  rill::http_transport_options) {
 //     return std::make_unique<null_transport>(ioc);
 //   };
 //
