@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include <rill/connectors/http_transport.hpp>
 #include <rill/operators/enrich.hpp>
 #include <rill/rill.hpp>
 
@@ -97,7 +98,7 @@ row run(const std::string& url, rill::http_transport_kind kind, std::size_t batc
   auto s = rill::enrich(
       rill::from(rill::vector_source<std::uint32_t>{splits}),
       {.url = url, .batch_size = batch, .linger = 5ms, .max_in_flight = in_flight, .timeout = 10s,
-       .retries = 2, .order = rill::enrich_order::unordered, .transport = kind, .metrics = m},
+       .retries = 2, .order = rill::enrich_order::unordered, .transport = rill::http_transport_for(kind), .metrics = m},
       [](const std::uint32_t& i) { return ports[i % ports.size()].first; },
       [](std::uint32_t&& i, nlohmann::json&& v) {
         return v.is_string() && v.get_ref<const std::string&>() == ports[i % ports.size()].second;

@@ -59,7 +59,6 @@ PUBLIC_INCLUDE_DIRS = [
 # be taken off this list. The goal is an empty list.
 KNOWN_EXCEPTIONS = {
     "core/include/rill/core/runtime.hpp",
-    "connectors/include/rill/connectors/kafka_ack.hpp",
     "connectors/include/rill/connectors/http_transport.hpp",
     "operators/include/rill/operators/enrich.hpp",
     "include/rill/rill.hpp",

@@ -9,54 +9,12 @@
 
 #include <deque>
 #include <optional>
-#include <regex>
 #include <vector>
 
 #include "rill/connectors/http_transport.hpp"
 #include "rill/core/error.hpp"
 
 namespace rill {
-
-namespace {
-
-class http_category_impl final : public std::error_category {
- public:
-  const char* name() const noexcept override { return "rill.http"; }
-  std::string message(int c) const override {
-    switch (static_cast<http_errc>(c)) {
-      case http_errc::timeout: return "timeout";
-      case http_errc::connection_refused: return "connection refused";
-      case http_errc::connection_reset: return "connection reset";
-      case http_errc::connection_closed: return "connection closed before a complete answer";
-      case http_errc::http_status: return "HTTP status not 2xx";
-      case http_errc::malformed_response: return "malformed answer";
-      case http_errc::wrong_length: return "answer has the wrong length";
-      case http_errc::bad_key: return "key cannot be encoded as JSON";
-      case http_errc::other: return "I/O error";
-    }
-    return "unknown http error";
-  }
-};
-
-}  // namespace
-
-const std::error_category& http_category() noexcept {
-  static const http_category_impl c;
-  return c;
-}
-
-http_endpoint http_endpoint::parse(std::string_view url) {
-  static const std::regex re(R"(^http://([^/:]+)(?::(\d+))?(/.*)?$)");
-  std::match_results<std::string_view::const_iterator> m;
-  if (!std::regex_match(url.begin(), url.end(), m, re))
-    throw config_error("http.url", "http.url must look like http://host[:port][/path], got \"" +
-                                       std::string(url) + "\"");
-  http_endpoint e;
-  e.host = m[1].str();
-  if (m[2].matched) e.port = m[2].str();
-  if (m[3].matched) e.target = m[3].str();
-  return e;
-}
 
 namespace {
 

@@ -4,6 +4,7 @@
 #include "rill/connectors/kafka_source.hpp"
 
 #include "kafka_common.hpp"
+#include "rill/connectors/detail/kafka_ack.hpp"
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>

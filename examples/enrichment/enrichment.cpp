@@ -28,6 +28,7 @@
 
 #include <rill/core/generator_source.hpp>
 #include <rill/operators/enrich.hpp>
+#include <rill/connectors/http_transport.hpp>
 #include <rill/rill.hpp>
 
 #include "cli_checks.hpp"
@@ -126,8 +127,8 @@ int main(int argc, char** argv) {
       rill::from(rill::generator_source{{.count = total, .rate = rate},
                                         [](std::uint64_t i) { return item{i, std::chrono::steady_clock::now()}; }}),
       {.url = url, .batch_size = batch, .linger = 5ms, .max_in_flight = in_flight, .timeout = 5s,
-       .retries = 2, .transport = transport == "cpprest" ? rill::http_transport_kind::cpprest
-                                                         : rill::http_transport_kind::beast,
+       .retries = 2, .transport = rill::http_transport_for(transport == "cpprest" ? rill::http_transport_kind::cpprest
+                                                                              : rill::http_transport_kind::beast),
        .metrics = m},
       [](const item& it) { return keys[it.seq % keys.size()]; },
       [](item&& it, json&& v) { return std::pair{it, std::move(v)}; },

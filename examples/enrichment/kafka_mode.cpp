@@ -172,7 +172,7 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
                  std::move(items),
                  {.url = url, .batch_size = e.batch_size, .linger = 5ms, .max_in_flight = e.max_in_flight,
                   .timeout = 5s, .retries = 2,
-                  .transport = e.cpprest ? rill::http_transport_kind::cpprest : rill::http_transport_kind::beast,
+                  .transport = rill::http_transport_for(e.cpprest ? rill::http_transport_kind::cpprest : rill::http_transport_kind::beast),
                   .metrics = m},
                  [](const item& it) { return it.lookup; },
                  [](item&& it, json&& v) {

@@ -1,4 +1,5 @@
-// enrichment_service — the HTTP enrichment service on loopback (issue 4).
+// enrichment_service — the HTTP enrichment service on loopback, as a program: the
+// command line around rill::svc::enrichment_service (tests/support/enrichment_service.hpp).
 //
 //   enrichment_service [--port 0] [--latency 100] [--fault 5xx:0.1] [--fault drop:first=4]
 //

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <rill/pcap.hpp>
 #include <rill/rill.hpp>
 
 namespace netflow {

@@ -13,6 +13,7 @@
 
 #include <rill/connectors/kafka_sink.hpp>
 #include <rill/connectors/kafka_source.hpp>
+#include <rill/pcap.hpp>
 #include <rill/rill.hpp>
 
 using namespace std::chrono_literals;

@@ -42,6 +42,8 @@
 #include <set>
 #include <unordered_map>
 
+#include <rill/connectors/http_transport.hpp>
+#include <rill/pcap.hpp>
 #include <rill/rill.hpp>
 #include <rill/operators/enrich.hpp>
 
@@ -193,7 +195,8 @@ bool open_file(std::ofstream& f, const std::string& path, const char* option) {
 /// failed lookup goes to `keep`.
 template <class Rows, class Keep>
 auto enriched(Rows&& rows, const std::string& url, Keep keep) {
-  rill::enrich_options o{.url = url, .batch_size = 256, .max_in_flight = 4, .cache_entries = 4096};
+  rill::enrich_options o{.url = url, .batch_size = 256, .max_in_flight = 4, .cache_entries = 4096,
+                         .transport = rill::make_beast_transport};
   auto with_service = rill::enrich(
       std::forward<Rows>(rows), o, service_key,
       [](flow_row&& r, nlohmann::json&& v) { r.service = std::move(v); return std::move(r); }, keep);

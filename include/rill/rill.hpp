@@ -1,26 +1,29 @@
-// rill/rill.hpp — everything a pipeline author needs: runtime, DSL, operators, connectors.
+// rill/rill.hpp — the pipeline author's umbrella: runtime, sources, the DSL and its
+// operators (core and operators layers), and ordered_sink (event-time ordered output,
+// no domain type). Target rill::rill. Domain connectors have their own headers:
+// <rill/pcap.hpp> (packets and captures), <rill/connectors/...> (TCP, files),
+// <rill/connectors/kafka_source.hpp> (rill::kafka), and
+// <rill/operators/enrich.hpp> with a transport from <rill/connectors/http_transport.hpp>
+// (rill::http or rill::cpprest).
 //
-// Example (packets and bytes per conversation and 10 s tumbling window; the same code is
-// compiled by tests/operators/banner_examples_test.cpp):
+// Example (namespace scope; bytes per user and 10 s tumbling window; compiled by
+// tests/banner_examples.py, its output checked by tests/operators/banner_examples_test.cpp):
 //   #include <rill/rill.hpp>
 //   using namespace std::chrono_literals;
-//   struct bytes_and_packets {
-//     struct accumulator { std::uint64_t packets = 0, bytes = 0; };
-//     accumulator init() const { return {}; }
-//     void add(accumulator& a, const rill::packet& p) const { ++a.packets; a.bytes += p.wire_len; }
-//     accumulator result(const accumulator& a) const { return a; }
-//   };
+//   struct click { std::string user; std::uint64_t bytes; };
 //   int main() {
+//     std::vector<rill::record<click>> in{{{"ann", 100}, rill::event_time{1s}},
+//                                         {{"bob", 20}, rill::event_time{3s}},
+//                                         {{"ann", 5}, rill::event_time{12s}}};
 //     rill::runtime rt{{.workers = 2}};
-//     auto j = rill::from(rill::pcap_source{{"capture.pcap"}})
-//                  .key_by([](const rill::packet& p) { return p.key; })
-//                  .window(rill::tumbling{10s}, {.max_delay = 2s})
-//                  .aggregate(bytes_and_packets{})
-//                  .sink([](rill::keyed_window_result<rill::flow_key,
-//                                                     bytes_and_packets::accumulator>&& r) {
-//                    /* r.key, r.start, r.end, r.value.packets, r.value.bytes */
-//                  });
-//     rt.run(j);
+//     rt.run(rill::from(rill::vector_source<click>{in})
+//                .key_by([](const click& c) { return c.user; })
+//                .window(rill::tumbling{10s}, {.max_delay = 2s})
+//                .sum([](const click& c) { return c.bytes; })
+//                .sink([](rill::keyed_window_result<std::string, std::uint64_t>&& r) {
+//                  // (ann, 0 s, 10 s, 100), (bob, 0 s, 10 s, 20), (ann, 10 s, 20 s, 5):
+//                  // r.key, r.start, r.end, r.value; one call per (key, window)
+//                }));
 //   }
 #pragma once
 
@@ -33,9 +36,4 @@
 #include "rill/core/watermark.hpp"
 #include "rill/operators/stream.hpp"
 #include "rill/operators/window_sort.hpp"
-#include "rill/connectors/packet.hpp"
-#include "rill/connectors/pcap_reader.hpp"
 #include "rill/connectors/ordered_sink.hpp"
-#include "rill/connectors/pcap_source.hpp"
-#include "rill/connectors/pcap_frame.hpp"
-#include "rill/connectors/pcap_frame_source.hpp"

@@ -1,4 +1,4 @@
-// kafka_ack_test — the split's ack inbox and token pool (kafka_ack.hpp), without a broker:
+// kafka_ack_test — the split's ack inbox and token pool (detail/kafka_ack.hpp), without a broker:
 // every token's ack arrives exactly once with its failed flag, slots are reused, a token
 // may outlive its split, and P threads releasing tokens while the owner keeps creating
 // and draining lose nothing (run under TSan: label concurrency).
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "rill/connectors/kafka_ack.hpp"
+#include "rill/connectors/detail/kafka_ack.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // kafka_source -> ... -> kafka_sink on librdkafka's in-process mock cluster
-// (rdkafka_mock.h): fast, no broker. Checks the acknowledgement rules of kafka_ack.hpp and
+// (rdkafka_mock.h): fast, no broker. Checks the acknowledgement rules of detail/kafka_ack.hpp and
 // record.hpp with committed offsets read back by a plain consumer of the group:
 //   1. source -> filter -> sink: dropped and delivered records both let offsets commit
 //   2. source -> key_by -> window_sort -> flat_map -> sink: windows fire at the end, the

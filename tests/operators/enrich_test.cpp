@@ -7,18 +7,20 @@
 //
 // Expected values are hand-worked: service names from /etc/services (netbase; IANA
 // registry), address classes from the IANA special-purpose registries (RFCs cited in
-// examples/enrichment_service/enrichment_service.cpp), request counts from the batch rule.
+// tests/support/enrichment_service.cpp), request counts from the batch rule.
 #include "rill/operators/enrich.hpp"
 
 #include <gtest/gtest.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 
 #include <map>
 #include <mutex>
 #include <set>
 
 #include "enrichment_service.hpp"
+#include "rill/connectors/http_transport.hpp"
 #include "rill/core/runtime.hpp"
 #include "rill/core/source.hpp"
 
@@ -118,7 +120,7 @@ class enrich : public ::testing::TestWithParam<rill::http_transport_kind> {
   rill::enrich_options opts(const rill::svc::enrichment_service& s) {
     rill::enrich_options o;
     o.url = s.url();
-    o.transport = GetParam();
+    o.transport = rill::http_transport_for(GetParam());
     o.metrics = m;
     return o;
   }
@@ -337,7 +339,7 @@ TEST_P(enrich, stall_hits_the_timeout) {
 TEST_P(enrich, service_down_gives_errors_not_a_hang) {
   rill::enrich_options o;
   o.url = "http://127.0.0.1:" + std::to_string(dead_port()) + "/enrich";
-  o.transport = GetParam();
+  o.transport = rill::http_transport_for(GetParam());
   o.metrics = m;
   o.batch_size = 4;
   o.retries = 2;
@@ -443,6 +445,57 @@ TEST_P(enrich, C06_server_closes_before_answering) {
   EXPECT_EQ(s.stats().requests, 20u);
   EXPECT_LE(s.stats().peak_concurrency, 4u);
   EXPECT_LT(took, 2s);
+}
+
+// The http_client.hpp banner's transport: enrich works on any http_transport, with no
+// socket; every key gets null, so each record comes out with the value "null".
+struct null_transport final : rill::http_transport {
+  explicit null_transport(boost::asio::io_context& ioc) : ioc_(ioc) {}
+  void post(std::string body, std::chrono::milliseconds, completion done) override {
+    const auto n = nlohmann::json::parse(body).size();
+    boost::asio::post(ioc_, [n, done = std::move(done)] {
+      done({.status = 200, .body = nlohmann::json(std::vector<std::nullptr_t>(n)).dump()});
+    });
+  }
+  std::size_t open_connections() const noexcept override { return 0; }
+  std::size_t peak_connections() const noexcept override { return 0; }
+  const char* name() const noexcept override { return "null"; }
+  boost::asio::io_context& ioc_;
+};
+
+TEST(enrich_transport, a_user_transport_serves_every_batch) {
+  auto m = std::make_shared<rill::enrich_metrics>();
+  auto c = std::make_shared<collector>();
+  rill::enrich_options o;
+  o.url = "http://127.0.0.1:1/unused";  // never connected: null_transport ignores it
+  o.batch_size = 10;
+  o.metrics = m;
+  rill::http_transport_factory f = [](boost::asio::io_context& ioc, rill::http_transport_options) {
+    return std::make_unique<null_transport>(ioc);
+  };
+  o.transport = f;
+  std::vector<rill::record<std::string>> in;
+  for (int i = 0; i < 95; ++i)
+    in.push_back({std::to_string(i) + "/tcp", rill::event_time{std::chrono::seconds{i}}});
+  run_enrich(rill::vector_source<std::string>{in}, o, c);
+  ASSERT_EQ(c->out.size(), 95u);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(c->out[i].first, in[i].value);  // ordered (the default), one worker
+    EXPECT_EQ(c->out[i].second, "null");
+  }
+  EXPECT_TRUE(c->errors.empty());
+  EXPECT_EQ(m->requests.load(), 10u);  // ceil(95 / 10) batches, no retry
+}
+
+TEST(enrich_transport, no_transport_is_a_config_error) {
+  rill::enrich_options o;
+  o.url = "http://127.0.0.1:1/enrich";
+  try {
+    o.validate();
+    FAIL() << "validate() accepted an empty transport";
+  } catch (const rill::config_error& e) {
+    EXPECT_EQ(std::string(e.key()), "enrich.transport");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(transports, enrich,

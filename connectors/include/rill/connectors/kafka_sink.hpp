@@ -81,7 +81,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "rill/connectors/kafka_ack.hpp"
 #include "rill/connectors/kafka_source.hpp"
 #include "rill/core/record.hpp"
 

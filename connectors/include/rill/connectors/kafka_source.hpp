@@ -81,7 +81,6 @@
 #include <utility>
 #include <vector>
 
-#include "rill/connectors/kafka_ack.hpp"
 #include "rill/core/record.hpp"
 #include "rill/core/source.hpp"
 #include "rill/operators/stream.hpp"

@@ -6,17 +6,19 @@
 //   rill::enrich_error                                             what the error side output gets
 //   rill::enrich_metrics                                           counters and histograms
 //
-// Example (graph: vector_source -> enrich(port -> IANA service name) -> sink):
+// Example (graph: vector_source -> enrich(port -> IANA service name) -> sink; the
+// transport comes from <rill/connectors/http_transport.hpp>, target rill::http):
 //   auto m = std::make_shared<rill::enrich_metrics>();
 //   auto s = rill::enrich(rill::from(rill::vector_source<int>{ports}),
 //       {.url = "http://127.0.0.1:8080/enrich", .batch_size = 100, .linger = 5ms,
-//        .max_in_flight = 4, .timeout = 500ms, .retries = 2, .metrics = m},
+//        .max_in_flight = 4, .timeout = 500ms, .retries = 2,
+//        .transport = rill::make_beast_transport, .metrics = m},
 //       [](const int& port) { return std::to_string(port) + "/tcp"; },         // key (JSON)
 //       [](int&& port, nlohmann::json&& v) { return std::pair{port, v.dump()}; },  // merge
 //       [](rill::record<int>&& r, const rill::enrich_error& e) { /* side output */ });
 //   rill::runtime{}.run(std::move(s).sink([](std::pair<int, std::string>&&) {}));
 //
-// Rule (DESIGN.md "enrich", issue 4): keys are gathered into one request per batch — a
+// Rule (README, "enrich: batched async REST enrichment"): keys are gathered into one request per batch — a
 // POST of a JSON array of keys; the answer must be a JSON array of the same length, value
 // i belonging to key i. A batch goes out when it holds `batch_size` keys or `linger`
 // after its first key, or at end of input. At most `max_in_flight` requests are
@@ -61,10 +63,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rill/connectors/http_transport.hpp"
 #include "rill/core/error.hpp"
 #include "rill/core/runtime.hpp"
 #include "rill/core/stage.hpp"
+#include "rill/operators/http_client.hpp"
 #include "rill/operators/stream.hpp"
 
 namespace rill {
@@ -111,13 +113,13 @@ struct enrich_metrics {
 
 /// What the error side output receives with each failed record.
 struct enrich_error {
-  std::error_code code;   ///< rill::http_errc (http_category())
-  std::string reason;     ///< e.g. "HTTP 503", "timeout after 500 ms", "answer has 4 values for 5 keys"
-  unsigned attempts = 0;  ///< attempts made (1 + retries used)
+  std::error_code code{};  ///< rill::http_errc (http_category())
+  std::string reason{};    ///< e.g. "HTTP 503", "timeout after 500 ms", "answer has 4 values for 5 keys"
+  unsigned attempts = 0;   ///< attempts made (1 + retries used)
 };
 
 struct enrich_options {
-  std::string url;                          ///< http://host:port/path (POST target)
+  std::string url{};                        ///< http://host:port/path (POST target)
   std::size_t batch_size = 100;             ///< keys per request, >= 1
   std::chrono::milliseconds linger{5};      ///< a partial batch goes out this long after its first key
   std::size_t max_in_flight = 4;            ///< outstanding requests per worker instance, >= 1
@@ -128,18 +130,25 @@ struct enrich_options {
   enrich_order order = enrich_order::ordered;
   std::size_t cache_entries = 0;            ///< 0 = no cache; else the bound (oldest evicted)
   std::chrono::milliseconds cache_ttl{60000};
-  http_transport_kind transport = http_transport_kind::beast;
+  /// Makes each instance's HTTP client (required): rill::make_beast_transport (target
+  /// rill::http) or rill::make_cpprest_transport (rill::cpprest) from
+  /// <rill/connectors/http_transport.hpp>, or any http_transport of the caller's.
+  http_transport_factory transport{};
   std::size_t max_connections = 0;          ///< 0 = max_in_flight
   /// Records held by one instance (waiting, in flight, or held for order) beyond which
   /// on_flush() returns false. 0 = (max_in_flight + 2) * batch_size.
   std::size_t max_buffered = 0;
   std::uint64_t jitter_seed = 42;
   std::string name = "enrich";              ///< stage name in run_report
-  std::shared_ptr<enrich_metrics> metrics;  ///< optional: read counters after the run
+  std::shared_ptr<enrich_metrics> metrics{};  ///< optional: read counters after the run
 
   /// Throws config_error with key "enrich.<option>".
   void validate() const {
     (void)http_endpoint::parse(url);
+    if (!transport)
+      throw config_error("enrich.transport",
+                         "enrich.transport is empty: pass rill::make_beast_transport or another "
+                         "http_transport_factory");
     if (batch_size == 0) throw config_error("enrich.batch_size", "enrich.batch_size must be >= 1");
     if (max_in_flight == 0)
       throw config_error("enrich.max_in_flight", "enrich.max_in_flight must be >= 1");
@@ -171,9 +180,8 @@ class enrich_stage final : public stage_in<T> {
       : o_(o), m_(std::move(m)), key_(std::move(k)), merge_(std::move(mf)), err_(std::move(ef)),
         c_(c), ioc_(ioc), linger_timer_(ioc), frontier_(inputs, event_time_min),
         inputs_left_(inputs), rng_(o.jitter_seed) {
-    transport_ = make_http_transport(
-        o_.transport, ioc,
-        {.endpoint = http_endpoint::parse(o_.url),
+    transport_ = o_.transport(
+        ioc, {.endpoint = http_endpoint::parse(o_.url),
          .max_connections = o_.max_connections ? o_.max_connections : o_.max_in_flight});
     max_buffered_ = o_.max_buffered ? o_.max_buffered : (o_.max_in_flight + 2) * o_.batch_size;
   }

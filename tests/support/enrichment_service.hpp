@@ -1,6 +1,7 @@
-// enrichment_service.hpp — the small real HTTP enrichment service used by the enrich
-// examples, tests and benchmark (issue 4). Runs in-process (this class) or as the
-// `enrichment_service` program (main.cpp).
+// tests/support/enrichment_service.hpp — the small real HTTP enrichment service the
+// enrich tests, examples and benchmark call (target rill_test_http_service). Runs
+// in-process (this class) or as the `enrichment_service` program
+// (examples/enrichment_service/main.cpp).
 //
 // Defines:
 //   rill::svc::enrichment_service   a Boost.Beast HTTP/1.1 server on its own thread(s)
@@ -60,8 +61,8 @@ struct service_options {
   unsigned short port = 0;                       ///< 0 = ephemeral
   std::chrono::milliseconds latency{0};          ///< added to every answer (timer, no thread)
   /// Request k waits latency + latency_cycle[k % size] (out-of-order answers in tests).
-  std::vector<std::chrono::milliseconds> latency_cycle;
-  std::vector<fault_rule> faults;
+  std::vector<std::chrono::milliseconds> latency_cycle{};
+  std::vector<fault_rule> faults{};
   std::string services_file = "/etc/services";   ///< netbase; see the banner
   std::size_t threads = 1;
 };

@@ -1,5 +1,7 @@
-// rill/connectors/kafka_ack.hpp — how a record read from Kafka is acknowledged, so that
-// its input offset can be committed (at-least-once, DESIGN.md "Kafka").
+// rill/connectors/detail/kafka_ack.hpp — internal to rill::kafka, not installed: how a
+// record read from Kafka is acknowledged, so that its input offset can be committed
+// (at-least-once; README, "Kafka"). Included by connectors/src/kafka_source.cpp and its
+// test only; users see record<T>::ack (<rill/core/record.hpp>).
 //
 // Defines (internals of kafka_source/kafka_sink; users only see record<T>::ack):
 //   rill::kafka_detail::ack_entry     partition id, offset, assignment generation, failed
