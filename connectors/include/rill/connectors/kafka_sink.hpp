@@ -87,12 +87,12 @@
 namespace rill {
 
 struct kafka_sink_options {
-  std::string brokers;                            ///< bootstrap.servers
-  std::string topic;                              ///< destination topic
+  std::string brokers{};                          ///< bootstrap.servers
+  std::string topic{};                            ///< destination topic
   std::chrono::milliseconds linger{5};            ///< linger.ms
   std::chrono::milliseconds flush_timeout{30000}; ///< end(): wait for delivery reports
   std::chrono::milliseconds delivery_timeout{30000};  ///< message.timeout.ms
-  std::map<std::string, std::string> config;      ///< extra librdkafka properties
+  std::map<std::string, std::string> config{};    ///< extra librdkafka properties
   /// > 0: the constructor waits up to this long for a broker to answer a metadata request
   /// (as kafka_source_options::start_timeout does) and throws std::runtime_error naming
   /// the brokers if none does. 0 (the default): connect lazily; an unreachable broker then

@@ -60,7 +60,7 @@
 namespace rill {
 
 struct tcp_sink_options {
-  tcp_endpoint endpoint;
+  tcp_endpoint endpoint{};
   rill::framing framing = rill::framing::fixed(32);
   /// Send a tcp_hello first on every connection (the receiver must expect it).
   bool handshake = true;

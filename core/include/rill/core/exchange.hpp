@@ -126,10 +126,12 @@ class exchange {
     batch b;
     for (std::size_t n = 0; n < max_batches; ++n) {
       if (!c.inbox->try_pop(b)) {
-        c.sleeping.store(true, std::memory_order_seq_cst);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        // Going to sleep without losing a wake-up (see `sleeping`): if send()'s exchange
+        // precedes this one, this acquire makes its push visible to was_empty(); if it
+        // follows, send() reads true and wakes this worker.
+        c.sleeping.exchange(true, std::memory_order_acq_rel);
         if (c.inbox->was_empty()) return false;
-        c.sleeping.store(false, std::memory_order_seq_cst);
+        c.sleeping.exchange(false, std::memory_order_acq_rel);
         continue;
       }
       for (auto& e : b) deliver(c, std::move(e));
@@ -155,6 +157,11 @@ class exchange {
     std::function<void(std::function<void()>)> post;
     stage_in<T>* down = nullptr;
     std::vector<event_time> last_frontier;
+    // True while no drain of this consumer is scheduled. Every write is an acq_rel
+    // exchange, so all writes form one release sequence: a consumer going to sleep
+    // either synchronises with the last producer's push or that producer sees `true`
+    // and wakes it. Read-modify-writes rather than std::atomic_thread_fence, which
+    // ThreadSanitizer does not model.
     std::atomic<bool> sleeping{true};
   };
 
@@ -164,8 +171,7 @@ class exchange {
     if (!c.inbox->try_push(std::move(b))) return false;  // b untouched on failure
     b = batch{};
     b.reserve(batch_records_);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (c.sleeping.exchange(false, std::memory_order_seq_cst)) wake(to);
+    if (c.sleeping.exchange(false, std::memory_order_acq_rel)) wake(to);
     return true;
   }
 

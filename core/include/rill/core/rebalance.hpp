@@ -189,9 +189,13 @@ class rebalance_exchange {
     consumers_[w]->post([this, w] {
       if (drain(w)) return schedule(w);
       auto& c = *consumers_[w];
-      c.sleeping.store(true, std::memory_order_seq_cst);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (!c.blocked && ring_.ring(c.node).was_size() != 0 && c.sleeping.exchange(false)) schedule(w);
+      // Going to sleep without losing a wake-up (see `sleeping`): if a producer's wake()
+      // precedes this exchange, this acquire makes its push visible to was_size().
+      c.sleeping.exchange(true, std::memory_order_acq_rel);
+      if (!c.blocked && ring_.ring(c.node).was_size() != 0 &&
+          c.sleeping.exchange(false, std::memory_order_acq_rel)) {
+        schedule(w);
+      }
     });
   }
   numa_ring<batch>& ring() noexcept { return ring_; }
@@ -226,6 +230,11 @@ class rebalance_exchange {
     std::vector<event_time> sent;
     std::vector<bool> ended;
     bool blocked = false;  // downstream full at the last drain
+    // True while no drain of this consumer is scheduled. Every write is an acq_rel
+    // exchange, so all writes form one release sequence: a consumer going to sleep either
+    // synchronises with the last producer's wake() (and sees its push) or that wake()
+    // reads `true` and schedules it. Read-modify-writes rather than
+    // std::atomic_thread_fence, which ThreadSanitizer does not model.
     std::atomic<bool> sleeping{true};
   };
 
@@ -237,7 +246,6 @@ class rebalance_exchange {
     for (std::size_t i = 0; i < counts.size(); ++i) pr.pushed[i] += counts[i];
     pr.pending = batch{};
     pr.pending.reserve(batch_records_);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     wake(pr.ep.node());
     return true;
   }
