@@ -89,7 +89,8 @@ void produce_input(const std::string& topic, int n) {
   c->set("linger.ms", "20", err);
   std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), err));
   for (int i = 0; i < n; ++i) {
-    const auto k = "k" + std::to_string(i);
+    std::string k = "k";  // appended: GCC 12 -O3 reports a false -Wrestrict in "k" + s (GCC bug 105651)
+    k += std::to_string(i);
     auto v = value_of(i);
     while (p->produce(topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY, v.data(), v.size(),
                       k.data(), k.size(), 0, nullptr) == RdKafka::ERR__QUEUE_FULL)

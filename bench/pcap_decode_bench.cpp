@@ -27,6 +27,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <rill/pcap.hpp>
 #include <rill/rill.hpp>
 #include <string>
 #include <vector>

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <rill/pcap.hpp>
 #include <rill/rill.hpp>
 
 using namespace std::chrono_literals;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <rill/pcap.hpp>
 #include <rill/rill.hpp>
 #include <sstream>
 #include <string>

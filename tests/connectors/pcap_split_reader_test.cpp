@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <rill/pcap.hpp>
 #include <rill/rill.hpp>
 #include <sstream>
 #include <string>

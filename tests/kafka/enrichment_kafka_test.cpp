@@ -109,7 +109,7 @@ json last_json(const std::string& path) {
 std::map<std::string, std::pair<int, long long>> produce_input(const std::string& in, int n,
                                                                 const std::vector<known>& data) {
   std::vector<std::pair<std::string, std::string>> kv;
-  for (int i = 0; i < n; ++i) kv.emplace_back("k" + std::to_string(i), data[i % data.size()].lookup);
+  for (int i = 0; i < n; ++i) kv.emplace_back(kt::key(i), data[i % data.size()].lookup);
   kt::produce(in, kv);
   std::map<std::string, std::pair<int, long long>> where;
   for (const auto& m : kt::consume_all(in, 4, std::size_t(n), 5000))
@@ -350,7 +350,7 @@ TEST(EnrichmentKafka, PoisonValueIsReportedCountedAndCommittedPast) {
   const auto data = data_set();
   std::vector<std::pair<std::string, std::string>> kv;
   for (int i = 0; i < 101; ++i)
-    kv.emplace_back("k" + std::to_string(i),
+    kv.emplace_back(kt::key(i),
                     i == 50 ? std::string("\x00\xff\xfe\"\\\n", 6) : data[i % data.size()].lookup);
   kt::produce(in, kv);
   const std::string dir = RILL_TEST_BINARY_DIR;

@@ -64,7 +64,7 @@ TEST(KafkaBroker, RoundTrip100kFourPartitions) {
   kt::create_topic(out, 4);
   constexpr int n = 100000;
   std::vector<std::pair<std::string, std::string>> kv;
-  for (int i = 0; i < n; ++i) kv.emplace_back("k" + std::to_string(i), std::to_string(i));
+  for (int i = 0; i < n; ++i) kv.emplace_back(kt::key(i), std::to_string(i));
   kt::produce(in, kv);
 
   auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = kt::brokers(), .topic = out});
@@ -93,13 +93,15 @@ TEST(KafkaBroker, RoundTrip100kFourPartitions) {
     ++seen[i];
     EXPECT_EQ(m.partition, kt::java_partition(*m.key, 4)) << *m.key;
     auto it = last.find(m.partition);
-    if (it != last.end()) EXPECT_LT(it->second, i) << "order broken in partition " << m.partition;
+    if (it != last.end()) {
+      EXPECT_LT(it->second, i) << "order broken in partition " << m.partition;
+    }
     last[m.partition] = i;
   }
   for (int i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "key k" << i;
   // committed offsets = number of input records per partition (Java murmur2 count)
   std::vector<long long> per(4, 0);
-  for (int i = 0; i < n; ++i) ++per[kt::java_partition("k" + std::to_string(i), 4)];
+  for (int i = 0; i < n; ++i) ++per[kt::java_partition(kt::key(i), 4)];
   EXPECT_EQ(kt::committed(group, in, 4), per);
 }
 
@@ -269,7 +271,7 @@ TEST_P(KafkaC07, RevokeCommitsSoNewOwnerStartsAfterProcessedRecords) {
   const auto in = kt::unique("c07"), group = kt::unique("c07-g");
   kt::create_topic(in, 2);
   std::vector<std::pair<std::string, std::string>> kv;
-  for (int i = 0; i < 100; ++i) kv.emplace_back("k" + std::to_string(i), std::to_string(i));
+  for (int i = 0; i < 100; ++i) kv.emplace_back(kt::key(i), std::to_string(i));
   kt::produce(in, kv, 0);
   kt::produce(in, kv, 1);
   std::mutex mu;
@@ -294,7 +296,7 @@ TEST_P(KafkaC07, RevokeCommitsSoNewOwnerStartsAfterProcessedRecords) {
   ASSERT_TRUE(kt::wait_for([&] { return sa->assigned.load() == 1 && sb->assigned.load() == 1; }, 30s))
       << "a " << sa->assigned.load() << " b " << sb->assigned.load();
   kv.clear();
-  for (int i = 100; i < 110; ++i) kv.emplace_back("k" + std::to_string(i), std::to_string(i));
+  for (int i = 100; i < 110; ++i) kv.emplace_back(kt::key(i), std::to_string(i));
   kt::produce(in, kv, 0);
   kt::produce(in, kv, 1);
   auto total = [&] { std::lock_guard g(mu); return seen_a.size() + seen_b.size(); };

@@ -80,10 +80,10 @@ TEST(KafkaCrash, SigkillMidRunThenRestartLosesNothingAndSigtermCommitsAll) {
   kt::create_topic(out, 4);
   constexpr int n = 20000;
   std::vector<std::pair<std::string, std::string>> kv;
-  for (int i = 0; i < n; ++i) kv.emplace_back("k" + std::to_string(i), std::to_string(i));
+  for (int i = 0; i < n; ++i) kv.emplace_back(kt::key(i), std::to_string(i));
   kt::produce(in, kv);
   std::vector<long long> per(4, 0);
-  for (int i = 0; i < n; ++i) ++per[kt::java_partition("k" + std::to_string(i), 4)];
+  for (int i = 0; i < n; ++i) ++per[kt::java_partition(kt::key(i), 4)];
   const auto got = kill_restart_drain({RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "100"}, in, out,
                                       group, n, 3000, per, per);
   const auto [lost, dup] = tally(got, n, "v");
@@ -105,7 +105,7 @@ TEST(KafkaCrash, SigkillWithOpenWindowsBehindKeyByLosesNothing) {
   constexpr int n = 20000;
   for (int p = 0; p < 4; ++p) {
     std::vector<std::pair<std::string, std::string>> kv;
-    for (int i = p; i < n; i += 4) kv.emplace_back("k" + std::to_string(i), std::to_string(i));
+    for (int i = p; i < n; i += 4) kv.emplace_back(kt::key(i), std::to_string(i));
     kv.emplace_back("end" + std::to_string(p), "end");
     kt::produce(in, kv, p);
   }
@@ -135,10 +135,10 @@ TEST(KafkaCrash, ScaleOutKillOneOfTwoProcessesLosesNothing) {
   kt::create_topic(out, 4);
   constexpr int n = 20000;
   std::vector<std::pair<std::string, std::string>> kv;
-  for (int i = 0; i < n; ++i) kv.emplace_back("k" + std::to_string(i), std::to_string(i));
+  for (int i = 0; i < n; ++i) kv.emplace_back(kt::key(i), std::to_string(i));
   kt::produce(in, kv);
   std::vector<long long> per(4, 0);
-  for (int i = 0; i < n; ++i) ++per[kt::java_partition("k" + std::to_string(i), 4)];
+  for (int i = 0; i < n; ++i) ++per[kt::java_partition(kt::key(i), 4)];
   // 2 ms of work per record: 20,000 records take both processes (2 workers each) about
   // 10 s, so the kill at 4,000 outputs lands mid-run even on a loaded machine (with 1 ms
   // a CI run saw every output written before the kill).
@@ -178,10 +178,10 @@ TEST(KafkaCrash, BrokerRestartMidRunLosesNothing) {
   kt::create_topic(out, 4);
   constexpr int n = 20000;
   std::vector<std::pair<std::string, std::string>> kv;
-  for (int i = 0; i < n; ++i) kv.emplace_back("k" + std::to_string(i), std::to_string(i));
+  for (int i = 0; i < n; ++i) kv.emplace_back(kt::key(i), std::to_string(i));
   kt::produce(in, kv);
   std::vector<long long> per(4, 0);
-  for (int i = 0; i < n; ++i) ++per[kt::java_partition("k" + std::to_string(i), 4)];
+  for (int i = 0; i < n; ++i) ++per[kt::java_partition(kt::key(i), 4)];
   pid_t a = spawn({RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "300"});
   ASSERT_GT(a, 0);
   // An ASSERT below returns early: the pipeline must not outlive the test.

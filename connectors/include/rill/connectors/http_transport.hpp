@@ -12,7 +12,8 @@
 // Both have the signature of rill::http_transport_factory, so either is a value of
 // enrich_options::transport as it is.
 //
-// Example (on a worker; `ioc` is ctx.w->context()):
+// Example (on a worker, whose loop is `ioc`; compiled by tests/banner_examples.py):
+//   boost::asio::io_context ioc;
 //   auto t = rill::make_beast_transport(ioc, {.endpoint = rill::http_endpoint::parse(
 //                                                 "http://127.0.0.1:8080/enrich"),
 //                                             .max_connections = 4});

@@ -8,7 +8,8 @@
 //   rill::job_builder       what a job's build function uses to instantiate itself
 //   rill::run_report        stage counters, errors, elapsed time
 //
-// Example:
+// Example (compiled by tests/banner_examples.py):
+//   #include <rill/operators/stream.hpp>
 //   rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores"}};
 //   rill::job j = rill::from(rill::vector_source<int>{{1, 2, 3}})
 //                     .map([](int x) { return x * 2; })

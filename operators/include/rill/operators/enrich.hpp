@@ -7,7 +7,10 @@
 //   rill::enrich_metrics                                           counters and histograms
 //
 // Example (graph: vector_source -> enrich(port -> IANA service name) -> sink; the
-// transport comes from <rill/connectors/http_transport.hpp>, target rill::http):
+// transport comes from <rill/connectors/http_transport.hpp>, target rill::http;
+// compiled by tests/banner_examples.py):
+//   #include <rill/connectors/http_transport.hpp>
+//   std::vector<rill::record<int>> ports{{443, rill::event_time{1s}}, {53, rill::event_time{2s}}};
 //   auto m = std::make_shared<rill::enrich_metrics>();
 //   auto s = rill::enrich(rill::from(rill::vector_source<int>{ports}),
 //       {.url = "http://127.0.0.1:8080/enrich", .batch_size = 100, .linger = 5ms,

@@ -104,7 +104,7 @@ inline std::error_code make_error_code(http_errc e) noexcept {
 
 /// "http://HOST[:PORT]/TARGET". Only plain http (loopback services).
 struct http_endpoint {
-  std::string host;
+  std::string host{};
   std::string port = "80";
   std::string target = "/";
   /// Throws rill::config_error (key "http.url") when `url` is not http://host[:port][/path].
