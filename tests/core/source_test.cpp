@@ -125,16 +125,18 @@ record<int> rec(int v, std::chrono::nanoseconds t, std::int32_t partition = -1) 
   return r;
 }
 
-/// Runs a driver for `reader` to completion on one worker's loop (this thread).
 struct driven {
   std::uint64_t out = 0, errors = 0;
 };
+/// Runs a driver for `reader` to completion on one worker's loop (this thread); with
+/// `stop_first`, a stop is requested before the driver starts.
 template <class Reader>
-driven drive(Reader reader, recording_head& head) {
+driven drive(Reader reader, recording_head& head, bool stop_first = false) {
   rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
   rill::worker w{0, 0, -1};
   rill::stage_counters counters;
   auto d = std::make_shared<rill::source_driver<Reader, int>>(std::move(reader), &head, 0, rt, w, counters);
+  if (stop_first) rt.request_stop();
   d->start();
   w.context().run();
   return {counters.out.load(), counters.errors.load()};
@@ -226,29 +228,17 @@ TEST(source_driver, draining_reader_closes_at_the_drain_timeout_when_never_settl
 
 TEST(source_driver, read_error_is_counted_reported_and_ends_the_input) {
   recording_head head;
-  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
-  rill::worker w{0, 0, -1};
-  rill::stage_counters counters;
-  plain_reader r{script({{{rec(1, 1s)}, poll_status::error}})};
-  auto d = std::make_shared<rill::source_driver<plain_reader, int>>(std::move(r), &head, 0, rt, w, counters);
-  d->start();
-  w.context().run();
+  const auto c = drive(plain_reader{script({{{rec(1, 1s)}, poll_status::error}})}, head);
   EXPECT_EQ(head.seen, (std::vector<std::string>{"r:1", "p:1", "end"}));
-  EXPECT_EQ(counters.errors.load(), 1u);
-  EXPECT_EQ(counters.out.load(), 1u);
+  EXPECT_EQ(c.errors, 1u);
+  EXPECT_EQ(c.out, 1u);
 }
 
 TEST(source_driver, stop_request_ends_the_input_before_reading) {
   recording_head head;
-  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
-  rill::worker w{0, 0, -1};
-  rill::stage_counters counters;
-  plain_reader r{script({{{rec(1, 1s)}, poll_status::end}})};
-  auto d = std::make_shared<rill::source_driver<plain_reader, int>>(std::move(r), &head, 0, rt, w, counters);
-  rt.request_stop();
-  d->start();
-  w.context().run();
+  const auto c = drive(plain_reader{script({{{rec(1, 1s)}, poll_status::end}})}, head, /*stop_first=*/true);
   EXPECT_EQ(head.seen, (std::vector<std::string>{"end"}));
+  EXPECT_EQ(c.out, 0u);
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 //
 // Defines rill::generator_source<F>, rill::generator_options.
 //
-// Example (4,000 records a second for 5 s; the value carries its creation time):
+// Example (4,000 records a second for 5 s; the value carries its creation time;
+// compiled by tests/banner_examples.py):
+//   #include <rill/operators/stream.hpp>
 //   struct item { std::uint64_t seq; rill::steady_time born; };
 //   rill::generator_source gen{{.count = 20'000, .rate = 4000},
 //                              [](std::uint64_t i) { return item{i, std::chrono::steady_clock::now()}; }};
-//   auto s = rill::from(std::move(gen));   // stream<item>, see <rill/operators/stream.hpp>
+//   auto s = rill::from(std::move(gen));   // stream<item>
 //
 // One split. fn(i) is called for i = 0 .. count-1, in order, on the worker, when record i
 // is due: at start + i / rate (the first at start; start = the first poll). Each poll

@@ -7,8 +7,12 @@
 //   rill::idle_stop       the stop-when-idle rule on a clock the caller supplies
 //   rill::source_records  records the sources of a job emitted so far
 //
-// Example (stop 3 s after the last record, 30 s before the first; a line a second):
+// Example (stop 3 s after the last record, 30 s before the first; a line a second;
+// compiled by tests/banner_examples.py):
+//   #include <rill/operators/stream.hpp>
 //   rill::runtime rt{{.workers = 2}};
+//   rill::job job = rill::from(rill::vector_source<int>{{{1, rill::event_time{1s}}}})
+//                       .sink([](int) {});
 //   auto rep = rt.run(job, {.stop_when_idle = 3s,
 //                           .progress = [](const rill::run_progress& p) {
 //                             std::cerr << rill::source_records(p.stages) << " records\n";

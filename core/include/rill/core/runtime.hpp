@@ -11,7 +11,9 @@
 // Example (compiled by tests/banner_examples.py):
 //   #include <rill/operators/stream.hpp>
 //   rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores"}};
-//   rill::job j = rill::from(rill::vector_source<int>{{1, 2, 3}})
+//   rill::job j = rill::from(rill::vector_source<int>{{{1, rill::event_time{1s}},
+//                                                      {2, rill::event_time{2s}},
+//                                                      {3, rill::event_time{3s}}}})
 //                     .map([](int x) { return x * 2; })
 //                     .sink([](int x) { std::cout << x << '\n'; });
 //   rill::run_report rep = rt.run(j);      // returns when every sink saw end of stream
