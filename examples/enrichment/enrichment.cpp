@@ -4,7 +4,7 @@
 //   generator_source(--rate/s for --seconds) -> enrich(port -> IANA service name) -> sink
 //
 // Run with no arguments it starts the service in-process on loopback with 100 ms latency
-// and sends 4,000 records/s for 5 s (the reference setting of issue 4). Options:
+// and sends 4,000 records/s for 5 s (the reference setting of bench/RESULTS.md "enrich"). Options:
 //   --url URL        use a running service instead (examples/enrichment_service)
 //   --rate N         records per second (0 = as fast as it goes)
 //   --batch-size N   --max-in-flight N   --transport beast|cpprest   --latency MS

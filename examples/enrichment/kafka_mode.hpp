@@ -1,4 +1,4 @@
-// kafka_mode.hpp — the enrichment example's Kafka mode (issue 5), kept apart from the
+// kafka_mode.hpp — the enrichment example's Kafka mode, kept apart from the
 // generator mode in enrichment.cpp:
 //
 //   enrichment --brokers HOST:PORT --from TOPIC --to TOPIC [--group G] [--idle-exit 3s]
@@ -14,7 +14,7 @@
 // where "enriched" is the service's answer (null when unknown) and partition/offset name
 // the input message (at-least-once: a consumer of --to drops duplicates by them).
 //
-// At-least-once (DESIGN.md "Kafka"): an input offset is committed only after the delivery
+// At-least-once (docs/design.md "Kafka"): an input offset is committed only after the delivery
 // report of its enriched record (the record's ack token travels through enrich to the
 // sink). A batch that still fails after its retries is counted, its records are marked
 // failed (ack->fail()): their partition is not committed past them in this run, they are
