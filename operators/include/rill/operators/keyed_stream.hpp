@@ -57,9 +57,9 @@ namespace rill {
 
 namespace detail {
 
-template <class K, class T, class KeyFn, class Assigner, class Agg, class Late>
+template <class K, class T, class KeyFn, class Assigner, class Agg, class Late, class Hash>
 struct keyed_window_stage final : stage_in<keyed<T>> {
-  using aggregator = keyed_window_aggregator<K, T, Assigner, Agg>;
+  using aggregator = keyed_window_aggregator<K, T, Assigner, Agg, Hash>;
   using output = typename aggregator::output;
   aggregator agg;
   KeyFn key;
@@ -70,9 +70,10 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
   std::size_t inputs_left;
   event_time sent = event_time_min;
 
-  keyed_window_stage(Assigner a, window_options o, Agg g, std::size_t inputs, KeyFn k, Late l, runtime* r,
+  keyed_window_stage(Assigner a, window_options o, Agg g, std::size_t inputs, KeyFn k, Late l, Hash h, runtime* r,
                      stage_counters* cs)
-      : agg(a, o, std::move(g), inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{}),
+      : agg(a, o, std::move(g), inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{},
+            std::move(h)),
         key(std::move(k)), late_fn(std::move(l)), rt(r), c(cs), inputs_left(inputs) {}
 
   steady_time now() const {
@@ -133,15 +134,15 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
 }  // namespace detail
 
 /// A keyed stream with a window assigner (see the banner). Made by keyed_stream::window.
-template <class K, class T, class KeyFn, class Assigner, class Late = std::nullptr_t>
+template <class K, class T, class KeyFn, class Assigner, class Late = std::nullptr_t, class Hash = default_hash<K>>
 class windowed_stream {
  public:
   using key_type = K;
   using value_type = T;
   windowed_stream(stream<detail::keyed<T>> s, KeyFn key, Assigner a, window_options o, Late late,
-                  std::string name)
+                  std::string name, Hash hash = {})
       : s_(std::move(s)), key_(std::move(key)), assigner_(a), opts_(o), late_(std::move(late)),
-        name_(std::move(name)) {}
+        name_(std::move(name)), hash_(std::move(hash)) {}
 
   /// The late side output: void f(rill::record<T>&&, const K& key, event_time
   /// window_start, event_time window_end), called on the worker (see window_options).
@@ -150,8 +151,8 @@ class windowed_stream {
     static_assert(std::is_invocable_v<F&, record<T>&&, const K&, event_time, event_time>,
                   "rill::windowed_stream::late(f): accepted is void f(rill::record<T>&&, const K& key, "
                   "rill::event_time window_start, rill::event_time window_end)");
-    return windowed_stream<K, T, KeyFn, Assigner, F>(std::move(s_), std::move(key_), assigner_, opts_,
-                                                      std::move(f), std::move(name_));
+    return windowed_stream<K, T, KeyFn, Assigner, F, Hash>(std::move(s_), std::move(key_), assigner_, opts_,
+                                                            std::move(f), std::move(name_), std::move(hash_));
   }
   /// Names the stage in the run report (run_report::stage(name)); default "window".
   windowed_stream name(std::string n) && {
@@ -166,13 +167,13 @@ class windowed_stream {
     static_assert(std::is_same_v<Assigner, tumbling> || mergeable_aggregate<G, T>,
                   "rill::windowed_stream::aggregate: sliding and session windows merge accumulators; "
                   "give merge: .aggregate(init, add, merge) or an aggregate with merge(acc&, const acc&)");
-    using stage = detail::keyed_window_stage<K, T, KeyFn, Assigner, G, Late>;
+    using stage = detail::keyed_window_stage<K, T, KeyFn, Assigner, G, Late, Hash>;
     using out = typename stage::output;
     return stream<out>([prev = std::move(s_).attach(), key = key_, a = assigner_, o = opts_, late = late_,
-                        name = name_, g](job_builder& b, stage_factory<out> down) {
+                        name = name_, h = hash_, g](job_builder& b, stage_factory<out> down) {
       const auto idx = b.metrics().add_stage(name);
       prev(b, [=, &b](build_context& ctx) -> stage_in<detail::keyed<T>>* {
-        auto* s = ctx.make<stage>(a, o, g, ctx.inputs, key, late, &b.rt(), &ctx.metrics->at(idx, ctx.worker_id));
+        auto* s = ctx.make<stage>(a, o, g, ctx.inputs, key, late, h, &b.rt(), &ctx.metrics->at(idx, ctx.worker_id));
         auto sub = ctx;
         sub.inputs = 1;
         s->down = down(sub);
@@ -236,27 +237,31 @@ class windowed_stream {
   window_options opts_;
   Late late_;
   std::string name_;
+  Hash hash_;
 };
 
 /// What key_by returns (see the banner).
-template <class K, class T, class KeyFn>
+template <class K, class T, class KeyFn, class Hash = default_hash<K>>
 class keyed_stream {
  public:
   using key_type = K;
   using value_type = T;
-  keyed_stream(stream<detail::keyed<T>> s, KeyFn key) : s_(std::move(s)), key_(std::move(key)) {}
+  /// The hash key_by used (the keyed operators after it hash stored keys with it).
+  using hasher = Hash;
+  keyed_stream(stream<detail::keyed<T>> s, KeyFn key, Hash hash = {})
+      : s_(std::move(s)), key_(std::move(key)), hash_(std::move(hash)) {}
 
   /// Event-time windows per key. `a`: rill::tumbling, rill::sliding or rill::session;
   /// `o`: delay, lateness, idle inputs, stop policy. Both are validated here (throws
   /// rill::config_error naming the key, e.g. "window.size").
   template <class Assigner>
-  windowed_stream<K, T, KeyFn, Assigner> window(Assigner a, window_options o = {}) && {
+  windowed_stream<K, T, KeyFn, Assigner, std::nullptr_t, Hash> window(Assigner a, window_options o = {}) && {
     static_assert(std::is_same_v<Assigner, tumbling> || std::is_same_v<Assigner, sliding> ||
                       std::is_same_v<Assigner, session>,
                   "rill::keyed_stream::window(a): a must be rill::tumbling, rill::sliding or rill::session");
     a.validate();
     o.validate();
-    return {std::move(s_), std::move(key_), a, o, nullptr, "window"};
+    return {std::move(s_), std::move(key_), a, o, nullptr, "window", std::move(hash_)};
   }
 
   /// The values, on their key's worker (the key is dropped).
@@ -283,6 +288,7 @@ class keyed_stream {
  private:
   stream<detail::keyed<T>> s_;
   KeyFn key_;
+  Hash hash_;
 };
 
 }  // namespace rill

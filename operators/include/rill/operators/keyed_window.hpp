@@ -122,6 +122,30 @@ struct hashed_key_eq {
   }
 };
 
+/// A lookup of key `*key` whose hash key_by computed already (heterogeneous lookup in a
+/// table of plain K: the slot holds no hash, the probe brings it).
+template <class K>
+struct key_probe {
+  const K* key;
+  std::size_t hash;
+};
+/// Hashes a stored K as key_by does (mix_hash(Hash{}(k)): only when a table grows) and
+/// a probe by its carried hash.
+template <class K, class Hash>
+struct probe_hash {
+  using is_transparent = void;
+  [[no_unique_address]] Hash h{};
+  std::size_t operator()(const K& k) const { return mix_hash(h(k)); }
+  std::size_t operator()(const key_probe<K>& p) const noexcept { return p.hash; }
+};
+template <class K>
+struct probe_eq {
+  using is_transparent = void;
+  bool operator()(const K& a, const K& b) const { return a == b; }
+  bool operator()(const key_probe<K>& a, const K& b) const { return *a.key == b; }
+  bool operator()(const K& a, const key_probe<K>& b) const { return a == *b.key; }
+};
+
 template <class Assigner>
 inline constexpr bool is_session = std::is_same_v<Assigner, session>;
 
@@ -257,18 +281,17 @@ class keyed_window_aggregator {
         fail_all(p.acks);
         ++n;
       }
-    for (auto& [j, tab] : slices_) {
+    for (auto& [j, sl] : slices_) {
       if (k_last(j) <= fired_k_) continue;  // every window of it fired already
-      for (auto& [hk, e] : tab) {
-        if (e.acks) fail_all(*e.acks);
-        ++n;
-      }
+      for (auto& [k, a] : sl.acks) fail_all(a);
+      n += sl.accs.size();
     }
     keys_.clear();
     timers_.clear();
     last_bucket_ = timers_.end();
     slices_.clear();
     last_slice_ = slices_.end();
+    hot_ = nullptr;
     next_fire_ = event_time_max;
     window_valid_ = false;
     entries_ = 0;
@@ -293,8 +316,8 @@ class keyed_window_aggregator {
       return keys_.size();
     } else {
       absl::flat_hash_map<detail::hashed_key<K>, char, detail::hashed_key_hash, detail::hashed_key_eq> seen;
-      for (const auto& [j, tab] : slices_)
-        for (const auto& [hk, e] : tab) seen.try_emplace(hk, 0);
+      for (const auto& [j, sl] : slices_)
+        for (const auto& [k, a] : sl.accs) seen.try_emplace(detail::hashed_key<K>{k, sl.accs.hash_function()(k)}, 0);
       return seen.size();
     }
   }
@@ -360,27 +383,35 @@ class keyed_window_aggregator {
     return detail::floor_div_wide(detail::ns_of(w) - size_, slide_);
   }
 
-  struct entry {
-    accumulator acc;
-    std::unique_ptr<acks_t> acks;  // null unless the source tracks acks: a small slot
+  // A slice: key -> accumulator, a slot of sizeof(K) + sizeof(accumulator) (no stored
+  // hash: probes carry key_by's; no ack pointer: the tokens of a source that tracks acks
+  // live in a table of their own, empty otherwise).
+  using slice_accs = absl::flat_hash_map<K, accumulator, detail::probe_hash<K, Hash>, detail::probe_eq<K>>;
+  using slice_acks = absl::flat_hash_map<K, acks_t, detail::probe_hash<K, Hash>, detail::probe_eq<K>>;
+  struct slice_table {
+    explicit slice_table(const Hash& h) : accs(0, detail::probe_hash<K, Hash>{h}), acks(0, detail::probe_hash<K, Hash>{h}) {}
+    slice_accs accs;
+    slice_acks acks;
   };
-  static const acks_t& acks_of(const entry& e) noexcept {
+  const acks_t& acks_of(const slice_table& sl, const K& k) const {
     static const acks_t none;
-    return e.acks ? *e.acks : none;
+    if (sl.acks.empty()) return none;
+    auto it = sl.acks.find(k);
+    return it == sl.acks.end() ? none : it->second;
   }
+  // The two stacks' tables keep key_by's hash beside the key: emission looks keys up
+  // across tables without hashing again.
   using acc_table = absl::flat_hash_map<detail::hashed_key<K>, accumulator, detail::hashed_key_hash,
                                         detail::hashed_key_eq>;
-  using slice_table = absl::flat_hash_map<detail::hashed_key<K>, entry, detail::hashed_key_hash,
-                                          detail::hashed_key_eq>;
 
   slice_table& slice_of(std::int64_t j) {
     if (last_slice_ != slices_.end() && last_slice_->first == j) return last_slice_->second;
-    auto [it, fresh] = slices_.try_emplace(j);
+    auto [it, fresh] = slices_.try_emplace(j, hash_);
     last_slice_ = it;
     if (fresh) {
       // Keys repeat from slice to slice: size the table like its predecessor's instead
       // of growing it by rehashing (short slices of sliding windows are made often).
-      if (it != slices_.begin()) it->second.reserve(std::prev(it)->second.size());
+      if (it != slices_.begin()) it->second.accs.reserve(std::prev(it)->second.accs.size());
       next_fire_ = next_fire_end();  // a new slice may hold an earlier window
     }
     return it->second;
@@ -390,6 +421,7 @@ class keyed_window_aggregator {
   std::int64_t slice_index(event_time t) noexcept {
     const std::int64_t ns = t.time_since_epoch().count();
     if (ns >= cached_lo_ && ns < cached_hi_) return cached_j_;
+    hot_ = nullptr;
     cached_j_ = floor_div(ns, slice_);
     const event_time lo = detail::clamp_time(detail::wide(cached_j_) * slice_);
     cached_lo_ = lo.time_since_epoch().count();
@@ -400,25 +432,38 @@ class keyed_window_aggregator {
 
   // Folds into (slice j, key); true when the entry is new.
   bool fold_into(std::int64_t j, const K& key, std::size_t hash, const T& value, std::shared_ptr<ack_token>&& ack) {
-    slice_table& tab = slice_of(j);
-    auto [it, fresh] = tab.try_emplace(detail::hashed_key<K>{key, hash});
-    if (fresh) {
-      it->second.acc = agg_.init();
+    slice_table& sl = slice_of(j);
+    if (j == cached_j_) hot_ = &sl;
+    return fold_slice(sl, key, hash, value, std::move(ack));
+  }
+  [[gnu::always_inline]] bool fold_slice(slice_table& sl, const K& key, std::size_t hash, const T& value, std::shared_ptr<ack_token>&& ack) {
+    const detail::key_probe<K> probe{&key, hash};
+    bool fresh = false;
+    auto it = sl.accs.find(probe, hash);
+    if (it == sl.accs.end()) [[unlikely]] {
+      it = sl.accs.lazy_emplace(probe, [&](const typename slice_accs::constructor& make) { make(key, agg_.init()); });
+      fresh = true;
       ++entries_;
       peak_entries_ = std::max(peak_entries_, entries_);
     }
-    agg_.add(it->second.acc, value);
+    agg_.add(it->second, value);
     if (ack) {
-      if (!it->second.acks) it->second.acks = std::make_unique<acks_t>();
-      it->second.acks->push_back(std::move(ack));
+      sl.acks.lazy_emplace(probe, [&](const typename slice_acks::constructor& make) { make(key, acks_t{}); })
+          ->second.push_back(std::move(ack));
       has_acks_ = true;
     }
     return fresh;
   }
 
   // t >= W: every window of t ends after W (end > t), so none has passed or is late.
-  void fold_in_time(const K& key, std::size_t hash, const T& value, event_time t,
+  // The slice of the previous record is kept (hot_): one range check finds its table.
+  [[gnu::always_inline]] void fold_in_time(const K& key, std::size_t hash, const T& value, event_time t,
                     std::shared_ptr<ack_token>&& ack) {
+    const std::int64_t ns = t.time_since_epoch().count();
+    if (hot_ != nullptr && ns >= cached_lo_ && ns < cached_hi_) [[likely]] {
+      fold_slice(*hot_, key, hash, value, std::move(ack));
+      return;
+    }
     fold_into(slice_index(t), key, hash, value, std::move(ack));
   }
 
@@ -447,21 +492,21 @@ class keyed_window_aggregator {
   // entry is new: the window was emitted before only if it held another entry of the key).
   template <class OnResult>
   void emit_key(const K& key, std::size_t hash, detail::wide k, std::int64_t j, bool fresh, OnResult& on_result) {
-    const detail::hashed_key<K> hk{key, hash};
+    const detail::key_probe<K> probe{&key, hash};
     std::optional<accumulator> acc;
     acks_t acks;
     bool other = false;
     for (auto it = slices_.lower_bound(std::int64_t(first_slice(k))); it != slices_.end() && it->first < end_slice(k);
          ++it) {
-      auto e = it->second.find(hk);
-      if (e == it->second.end()) continue;
+      auto e = it->second.accs.find(probe);
+      if (e == it->second.accs.end()) continue;
       if (it->first != j) other = true;
       if (!acc) {
-        acc = e->second.acc;
+        acc = e->second;
       } else if constexpr (mergeable_aggregate<Agg, T>) {
-        agg_.merge(*acc, e->second.acc);
+        agg_.merge(*acc, e->second);
       }
-      const acks_t& ea = acks_of(e->second);
+      const acks_t& ea = acks_of(it->second, key);
       acks.insert(acks.end(), ea.begin(), ea.end());
     }
     if (acc) deliver(key, win_start(k), win_end(k), agg_.result(*acc), joined(acks), !fresh || other, on_result);
@@ -495,12 +540,12 @@ class keyed_window_aggregator {
       // Slices whose every window fired: acks are in the results; past the lateness, gone.
       for (auto it = slices_.begin(); it != slices_.end() && k_last(it->first) <= fired_k_;) {
         if (plus_lateness(win_end(k_last(it->first))) <= w) {
-          entries_ -= it->second.size();
+          entries_ -= it->second.accs.size();
           if (last_slice_ == it) last_slice_ = slices_.end();
+          if (hot_ == &it->second) hot_ = nullptr;
           it = slices_.erase(it);
         } else {
-          if (has_acks_)
-            for (auto& [hk, e] : it->second) e.acks.reset();
+          if (has_acks_) it->second.acks.clear();
           ++it;
         }
       }
@@ -514,26 +559,28 @@ class keyed_window_aggregator {
     if (slide_ == size_) {  // tumbling: window k is slice k
       auto it = slices_.find(std::int64_t(k));
       if (it == slices_.end()) return;
-      for (auto& [hk, e] : it->second)
-        deliver(hk.key, start, end, agg_.result(e.acc), joined(acks_of(e)), false, on_result);
+      for (auto& [key, acc] : it->second.accs)
+        deliver(key, start, end, agg_.result(acc), joined(acks_of(it->second, key)), false, on_result);
       return;
     }
     if constexpr (mergeable_aggregate<Agg, T>) {
       const std::int64_t lo = std::int64_t(first_slice(k)), hi = std::int64_t(end_slice(k));
       if (has_acks_) {  // the acks of every slice go with the result: merge directly
-        slice_table out;
+        struct merged {
+          accumulator acc;
+          acks_t acks;
+        };
+        absl::flat_hash_map<K, merged, detail::probe_hash<K, Hash>, detail::probe_eq<K>> out(
+            0, detail::probe_hash<K, Hash>{hash_});
         for (auto it = slices_.lower_bound(lo); it != slices_.end() && it->first < hi; ++it) {
-          for (const auto& [hk, e] : it->second) {
-            auto [o, fresh] = out.try_emplace(hk);
-            if (fresh) o->second.acc = e.acc;
-            else agg_.merge(o->second.acc, e.acc);
-            if (e.acks) {
-              if (!o->second.acks) o->second.acks = std::make_unique<acks_t>();
-              o->second.acks->insert(o->second.acks->end(), e.acks->begin(), e.acks->end());
-            }
+          for (const auto& [key, a] : it->second.accs) {
+            auto [o, fresh] = out.try_emplace(key, merged{a, {}});
+            if (!fresh) agg_.merge(o->second.acc, a);
+            const acks_t& ka = acks_of(it->second, key);
+            o->second.acks.insert(o->second.acks.end(), ka.begin(), ka.end());
           }
         }
-        for (auto& [hk, e] : out) deliver(hk.key, start, end, agg_.result(e.acc), joined(acks_of(e)), false, on_result);
+        for (auto& [key, m] : out) deliver(key, start, end, agg_.result(m.acc), joined(m.acks), false, on_result);
         return;
       }
       slide_window(lo, hi);
@@ -558,10 +605,10 @@ class keyed_window_aggregator {
 
   // Folds a slice's accumulators into a stack table (no acks: see emit_window).
   void merge_table(acc_table& into, const slice_table& from) {
-    for (const auto& [hk, e] : from) {
-      auto [it, fresh] = into.try_emplace(hk, e.acc);
+    for (const auto& [key, a] : from.accs) {
+      auto [it, fresh] = into.try_emplace(detail::hashed_key<K>{key, from.accs.hash_function()(key)}, a);
       if constexpr (mergeable_aggregate<Agg, T>)
-        if (!fresh) agg_.merge(it->second, e.acc);
+        if (!fresh) agg_.merge(it->second, a);
     }
   }
 
@@ -767,6 +814,7 @@ class keyed_window_aggregator {
   bool has_acks_ = false;
   event_time next_fire_ = event_time_max;  // end of the next window to fire
   std::int64_t cached_j_ = 0, cached_lo_ = 0, cached_hi_ = 0;  // slice_index's last slice
+  slice_table* hot_ = nullptr;  // the table of slice cached_j_, once it exists
   struct stacked {
     std::int64_t j = 0;
     acc_table suffix;  // merge of this slice and every newer one of the front part

@@ -71,7 +71,7 @@ concept sink_of = requires(S& s, std::size_t worker, record<T>&& r, event_time t
 
 template <class T>
 class stream;
-template <class K, class T, class KeyFn>
+template <class K, class T, class KeyFn, class Hash>
 class keyed_stream;
 
 namespace detail {
@@ -430,7 +430,7 @@ class stream {
         return s;
       });
     });
-    return keyed_stream<K, T, KeyFn>(std::move(routed), std::move(key));
+    return keyed_stream<K, T, KeyFn, Hash>(std::move(routed), std::move(key), std::move(hash));
   }
 
   /// Shares the following stateless work between workers through the NUMA node's ring
