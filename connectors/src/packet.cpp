@@ -242,7 +242,14 @@ flow_key flow_key::make(ip_proto proto, std::uint8_t ip_version, const addr16& s
   flow_key k;
   k.proto = proto;
   k.ip_version = ip_version;
-  const bool src_first = src < dst || (src == dst && src_port <= dst_port);
+  // Byte order of the addresses (std::array's <), as two big-endian 8-byte words.
+  auto word = [](const addr16& a, std::size_t at) {
+    std::uint64_t w;
+    std::memcpy(&w, a.data() + at, 8);
+    return __builtin_bswap64(w);
+  };
+  const std::uint64_t s0 = word(src, 0), d0 = word(dst, 0), s1 = word(src, 8), d1 = word(dst, 8);
+  const bool src_first = s0 != d0 ? s0 < d0 : s1 != d1 ? s1 < d1 : src_port <= dst_port;
   if (src_first) {
     k.a_addr = src, k.a_port = src_port, k.b_addr = dst, k.b_port = dst_port;
   } else {

@@ -25,6 +25,7 @@
 // --window, --max-delay, --workers and --topology, and run the same pipeline
 // (flow_row.hpp's count_flows), so the flow types and the job exist once.
 #include <CLI/CLI.hpp>
+#include <absl/container/flat_hash_set.h>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -84,7 +85,7 @@ struct by_key {
 /// ordered_sink's lock; the aggregation gives exactly one row per (window, conversation).
 struct line_writer {
   std::ostream* out;
-  std::set<rill::flow_key>* conversations;
+  absl::flat_hash_set<rill::flow_key>* conversations;
   std::size_t* lines;
   bool enriched = false;
   /// Called once, at the first failed write (e.g. EPIPE: the reader of a pipe closed it),
@@ -93,7 +94,11 @@ struct line_writer {
   void operator()(rill::event_time, const flow_row& r) const {
     const bool was_ok = bool(*out);
     errno = 0;
-    *out << netflow::row_json(r, enriched) << '\n';
+    thread_local std::string line;  // reused: one allocation per thread, not per row
+    line.clear();
+    netflow::append_row_json(line, r, enriched);
+    line += '\n';
+    out->write(line.data(), std::streamsize(line.size()));
     if (was_ok && !*out && on_write_error) on_write_error(errno);
     ++*lines;
     conversations->insert(r.key);
@@ -281,7 +286,7 @@ int main(int argc, char** argv) {
       local_service->start();
       a.enrich_url = local_service->url();
     }
-    std::set<rill::flow_key> conversations;
+    absl::flat_hash_set<rill::flow_key> conversations;
     std::size_t lines = 0;
     int write_errno = 0;  // of the first failed write to --output
     const line_writer writer{&out, &conversations, &lines, a.enrich, [&](int err) {

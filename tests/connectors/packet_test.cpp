@@ -426,4 +426,46 @@ TEST(flow_key, ordering_equality_and_hash) {
   EXPECT_EQ(rill::flow_key{}.to_string(), "non_ip");
 }
 
+// make() picks endpoint a and operator== compares keys word by word; the reference is the
+// definition: std::array's lexicographic < on the address bytes, then the ports, and
+// field-by-field equality. Random addresses that share prefixes of every length (so each
+// byte position decides some pairs), equal addresses, and ports with and without values.
+TEST(flow_key, make_and_equality_match_the_byte_order_definition) {
+  std::mt19937_64 rng(7);
+  auto addr = [&](const std::array<std::uint8_t, 16>& like) {
+    std::array<std::uint8_t, 16> a = like;
+    const std::size_t keep = rng() % 17;  // bytes shared with `like`
+    for (std::size_t i = keep; i < 16; ++i) a[i] = std::uint8_t(rng() % 3 == 0 ? like[i] : rng());
+    return a;
+  };
+  std::array<std::uint8_t, 16> base{};
+  for (auto& b : base) b = std::uint8_t(rng());
+  std::size_t swapped = 0, equal_pairs = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const auto src = addr(base), dst = rng() % 8 == 0 ? src : addr(src);
+    const bool ports = rng() % 4 != 0;
+    const std::optional<std::uint16_t> sp = ports ? std::optional<std::uint16_t>(std::uint16_t(rng() % 4)) : std::nullopt;
+    const std::optional<std::uint16_t> dp = ports ? std::optional<std::uint16_t>(std::uint16_t(rng() % 4)) : std::nullopt;
+    bool from_a = false;
+    const auto k = rill::flow_key::make(ip_proto::udp, 6, src, sp, dst, dp, &from_a);
+    const bool want_src_first = src < dst || (src == dst && sp <= dp);
+    ASSERT_EQ(from_a, want_src_first) << i;
+    EXPECT_EQ(k.a_addr, want_src_first ? src : dst);
+    EXPECT_EQ(k.a_port, want_src_first ? sp : dp);
+    swapped += !from_a;
+    const auto other = rill::flow_key::make(ip_proto::udp, 6, dst, dp, src, sp);
+    EXPECT_TRUE(k == other);
+    auto changed = k;
+    changed.b_addr[rng() % 16] ^= std::uint8_t(1u << (rng() % 8));
+    const bool fieldwise = changed.proto == k.proto && changed.ip_version == k.ip_version &&
+                           changed.a_addr == k.a_addr && changed.b_addr == k.b_addr &&
+                           changed.a_port == k.a_port && changed.b_port == k.b_port;
+    EXPECT_EQ(changed == k, fieldwise);
+    EXPECT_FALSE(changed == k);
+    equal_pairs += src == dst;
+  }
+  EXPECT_GT(swapped, 1000u);
+  EXPECT_GT(equal_pairs, 100u);
+}
+
 }  // namespace

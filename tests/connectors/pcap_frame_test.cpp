@@ -183,7 +183,7 @@ TEST_F(pcap_frame_files, open_errors_are_pcap_source_errors) {
   for (const auto& p : {missing, ppi}) {
     std::string want, got;
     try {
-      (void)rill::pcap_source{{p.string()}}.open(0);
+      (void)rill::pcap_source{{p.string()}, {.splits_per_file = 0}}.open(0);
     } catch (const rill::pcap_error& e) {
       want = e.what();
     }

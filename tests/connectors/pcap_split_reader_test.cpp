@@ -1,6 +1,6 @@
 // Tests for rill/connectors/pcap_split_reader.hpp and pcap_source_options: a capture read
 // as N interleaved splits gives, as a multiset and field by field, the packets, stats,
-// end and error text of pcap_source reading it as one split, on
+// end and error text of pcap_source reading it through libpcap (splits_per_file = 0), on
 //   1. every capture of shared/data/pcap and the Debian ones (python3-dpkt, sip-tester),
 //      N = 1, 2, 3, chunks of 1, 7 and 4096 records;
 //   2. real captures cut with `head -c` at record boundaries, inside headers and inside
@@ -8,7 +8,7 @@
 //   3. hand-built hostile files: caplen above the snaplen, above libpcap's maximum,
 //      both byte orders, µs and ns, timestamps past 2038;
 //   4. what stays one split: pcapng, pcap 2.3, FIFOs; open errors as pcap_source's;
-//   5. a job on 2 workers: splits_per_file = 2 gives pcap_source's packets and stats,
+//   5. a job on 2 workers: splits_per_file = 2 gives libpcap's (splits_per_file = 0) packets and stats,
 //      and a cut-off file one run_report error.
 #include "rill/connectors/pcap_split_reader.hpp"
 
@@ -84,7 +84,7 @@ void expect_same_as_one_split(const std::string& path,
                               const std::vector<std::size_t>& ns = {1, 2, 3},
                               const std::vector<std::size_t>& ks = {1, 7, 4096}) {
   SCOPED_TRACE(path);
-  rill::pcap_source whole{{path}};
+  rill::pcap_source whole{{path}, {.splits_per_file = 0}};  // libpcap: the reference
   const auto want = drain_all(whole);
   ASSERT_EQ(want.splits, 1u);
   const bool split = rill::pcap_split_reader::splittable(path);
@@ -156,7 +156,7 @@ TEST_F(pcap_split_files, real_capture_cut_with_head_c_gives_the_records_and_erro
       ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
       SCOPED_TRACE(cmd);
       expect_same_as_one_split(cut.string(), {2, 3}, {1, 4});
-      rill::pcap_source one{{cut.string()}};
+      rill::pcap_source one{{cut.string()}, {.splits_per_file = 0}};
       const auto want = drain_all(one);
       const bool boundary = std::find(offs.begin(), offs.end(), n) != offs.end();
       EXPECT_EQ(want.errors.size(), boundary ? 0u : 1u);
@@ -289,7 +289,7 @@ TEST_F(pcap_split_files, open_errors_are_pcap_source_errors) {
   for (const auto& p : {missing, empty, text, ppi}) {
     std::string want, got;
     try {
-      (void)rill::pcap_source{{p.string()}}.open(0);
+      (void)rill::pcap_source{{p.string()}, {.splits_per_file = 0}}.open(0);
     } catch (const rill::pcap_error& e) {
       want = e.what();
     }
@@ -343,7 +343,7 @@ TEST_F(pcap_split_files, two_workers_read_two_splits_like_one_split) {
   rill::runtime rt{{.workers = 2, .topology = "1 node x 2 cores", .pin = false}};
   for (const std::string& path : {big, cut.string()}) {
     SCOPED_TRACE(path);
-    rill::pcap_source one{{path}};
+    rill::pcap_source one{{path}, {.splits_per_file = 0}};
     rill::pcap_source two{{path}, {.splits_per_file = 2, .records_per_chunk = 16}};
     auto one_stats = one.stats(), two_stats = two.stats();
     std::vector<std::string> want_errors, got_errors;

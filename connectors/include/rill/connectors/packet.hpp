@@ -39,6 +39,7 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <span>
@@ -95,7 +96,18 @@ struct flow_key {
   /// "udp 192.0.2.1:53 <-> 198.51.100.7:40000", for logs and test failure messages.
   std::string to_string() const;
 
-  friend bool operator==(const flow_key&, const flow_key&) = default;
+  /// Field-wise equality, as the defaulted one, with each address compared as two 8-byte
+  /// words (the keyed-window tables compare keys on every lookup). noexcept.
+  friend bool operator==(const flow_key& x, const flow_key& y) noexcept {
+    auto same16 = [](const std::array<std::uint8_t, 16>& a, const std::array<std::uint8_t, 16>& b) {
+      std::uint64_t a0, a1, b0, b1;
+      std::memcpy(&a0, a.data(), 8), std::memcpy(&a1, a.data() + 8, 8);
+      std::memcpy(&b0, b.data(), 8), std::memcpy(&b1, b.data() + 8, 8);
+      return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    };
+    return x.proto == y.proto && x.ip_version == y.ip_version && x.a_port == y.a_port &&
+           x.b_port == y.b_port && same16(x.a_addr, y.a_addr) && same16(x.b_addr, y.b_addr);
+  }
   friend auto operator<=>(const flow_key&, const flow_key&) = default;
 };
 

@@ -26,11 +26,13 @@
 // and "FILE: ... at byte offset N" lands in run_report::errors (and stats->errors).
 // A live split never ends by itself: it ends on runtime::request_stop() / SIGINT.
 //
-// Splitting one file (pcap_source_options::splits_per_file = N > 1): a classic pcap file
-// on disk becomes N splits of interleaved chunks of records (rill::pcap_split_reader),
-// so N workers decode it. Same packets (as a multiset; each split is in file order), same
-// stats, same errors as one split. Files that cannot be split (pcapng, FIFOs,
-// /dev/stdin, older pcap versions) and live captures stay one split.
+// Splitting one file (pcap_source_options::splits_per_file = N >= 1): a classic pcap file
+// on disk is mapped and becomes N splits of interleaved chunks of records
+// (rill::pcap_split_reader), so N workers decode it; N = 1 (the default) reads it whole
+// from the mapping, without libpcap's copy of every record. Same packets (as a multiset;
+// each split is in file order), same stats, same errors as libpcap's reader
+// (splits_per_file = 0). Files that cannot be split (pcapng, FIFOs, /dev/stdin, older
+// pcap versions) and live captures are one split read by libpcap.
 //   rill::runtime rt{{.workers = 2}};
 //   rill::pcap_source src{{"big.pcap"}, {.splits_per_file = rt.worker_count()}};
 //
@@ -63,9 +65,10 @@ struct pcap_source_stats {
 };
 
 struct pcap_source_options {
-  /// Splits per splittable capture file (pcap_split_reader::splittable); 0 and 1 mean
-  /// one split per file, pcap_reader as without options. netflow passes the worker
-  /// count: split i runs on worker i mod workers.
+  /// Splits per splittable capture file (pcap_split_reader::splittable), read from a
+  /// shared mapping of the file; 0 means one split per file read by libpcap
+  /// (rill::pcap_reader), whatever the file. netflow passes the worker count: split i
+  /// runs on worker i mod workers.
   std::size_t splits_per_file = 1;
   /// Records per chunk of a split file (see pcap_split_reader). >= 1.
   std::size_t records_per_chunk = pcap_split_reader::default_records_per_chunk;
@@ -87,15 +90,18 @@ class pcap_source {
     return s;
   }
 
-  /// Number of splits: one per file, or splits_per_file per splittable file (decided
+  /// Number of splits: one per file, or splits_per_file (>= 1) per splittable file (decided
   /// now: stats each file and reads its first 24 bytes, blocking). Remembers the layout
   /// for open(). Not thread-safe against open() on the same object.
   std::size_t split_count() const {
     layout_.clear();
-    const std::size_t n = live_ ? 1 : std::max<std::size_t>(options_.splits_per_file, 1);
+    const std::size_t n = live_ ? 0 : options_.splits_per_file;
     for (std::size_t f = 0; f < files_.size(); ++f) {
-      const std::size_t parts = (n > 1 && pcap_split_reader::splittable(files_[f])) ? n : 1;
-      for (std::size_t i = 0; i < parts; ++i) layout_.push_back({f, i, parts});
+      if (n == 0 || !pcap_split_reader::splittable(files_[f])) {
+        layout_.push_back({f, 0, 1, false});
+        continue;
+      }
+      for (std::size_t i = 0; i < n; ++i) layout_.push_back({f, i, n, true});
     }
     return layout_.size();
   }
@@ -171,13 +177,14 @@ class pcap_source {
     const part& p = layout_.at(split);
     const std::string& name = files_.at(p.file);
     if (live_) return reader{pcap_reader::open_live(name), stats_, true};
-    if (p.of == 1) return reader{pcap_reader::open(name), stats_, false};
+    if (!p.mapped) return reader{pcap_reader::open(name), stats_, false};
     return reader{pcap_split_reader::open(name, p.index, p.of, options_.records_per_chunk), stats_};
   }
 
  private:
   struct part {
     std::size_t file, index, of;  // split `index` of `of` of files_[file]
+    bool mapped;                  // pcap_split_reader (else pcap_reader)
   };
   std::vector<std::string> files_;
   pcap_source_options options_;
