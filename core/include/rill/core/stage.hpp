@@ -64,10 +64,6 @@ class stage_in {
   /// the caller stops reading and calls again later (backpressure). Default: nothing
   /// buffered, true.
   virtual bool on_flush() { return true; }
-  /// A hint that `r` arrives on a later on_record() (an exchange drain calls it a few
-  /// records ahead of delivery): a stage that looks up state by key may prefetch it.
-  /// Must not change any state the stage's results depend on; noexcept. Default: nothing.
-  virtual void prefetch(const record<T>& /*r*/) noexcept {}
 };
 
 /// Counters of one stage on one worker. Written by that worker only (relaxed atomics so

@@ -105,7 +105,6 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
     if (agg.late() != late_before) c->add(c->late, agg.late() - late_before);
     advance();
   }
-  void prefetch(const record<keyed<T>>& r) noexcept override { agg.prefetch(r.value.hash, r.time); }
   void on_progress(std::size_t in, event_time t) override {
     auto emit = on_result();
     agg.progress(in, t, now(), emit);

@@ -248,17 +248,6 @@ class keyed_window_aggregator {
     fire_ready(on_result);
   }
 
-  /// A record with key hash `hash` (key_by's) and time `t` will be pushed soon: prefetches
-  /// its accumulator's slot when t falls in the slice of the last record (the common
-  /// case; otherwise nothing). Changes no state. noexcept, O(1).
-  void prefetch(std::size_t hash, event_time t) const noexcept {
-    if constexpr (!detail::is_session<Assigner>) {
-      const std::int64_t ns = t.time_since_epoch().count();
-      if (hot_ != nullptr && ns >= cached_lo_ && ns < cached_hi_)
-        hot_->accs.prefetch(detail::key_probe<K>{nullptr, hash});
-    }
-  }
-
   /// Progress marker: `input` has seen everything up to `t`. Fires what is due.
   template <class OnResult>
   void progress(std::size_t input, event_time t, steady_time now, OnResult&& on_result) {
