@@ -436,10 +436,15 @@ class keyed_window_aggregator {
     if (j == cached_j_) hot_ = &sl;
     return fold_slice(sl, key, hash, value, std::move(ack));
   }
+  // The lookup of every record, inlined whole into its caller (GCC keeps absl's find()
+  // out of line there otherwise: a call per record, and no overlap between records).
+  [[gnu::flatten]] static typename slice_accs::iterator find_acc(slice_accs& accs, const detail::key_probe<K>& p) {
+    return accs.find(p, p.hash);
+  }
   [[gnu::always_inline]] bool fold_slice(slice_table& sl, const K& key, std::size_t hash, const T& value, std::shared_ptr<ack_token>&& ack) {
     const detail::key_probe<K> probe{&key, hash};
     bool fresh = false;
-    auto it = sl.accs.find(probe, hash);
+    auto it = find_acc(sl.accs, probe);
     if (it == sl.accs.end()) [[unlikely]] {
       it = sl.accs.lazy_emplace(probe, [&](const typename slice_accs::constructor& make) { make(key, agg_.init()); });
       fresh = true;
