@@ -28,6 +28,11 @@
 // Ordering: per (producer worker, consumer worker) FIFO; records and markers of one input
 // arrive in the order that input produced them. Nothing across producers.
 //
+// Same worker: an envelope a worker routes to itself is handed to its consumer stage at
+// once, inside push() (no batch, no queue, no wake-up): the record is processed while it
+// is still in the cache, and one worker's key_by costs no hand-off at all. flush() then
+// flushes that consumer stage, as a drain does after each batch.
+//
 // Each destination's inbox is one rill::mpmc_ring of batches (the per-node rings of
 // rill::numa_ring are for work that any worker of a node may take: see rebalance.hpp).
 //
@@ -98,8 +103,15 @@ class exchange {
   }
 
   /// Producer side: queue one envelope for worker `to`. Sends the batch when it is full;
-  /// a failed send stays pending (see flush()). Worker `from` only.
+  /// a failed send stays pending (see flush()). `to == from`: delivered to the consumer
+  /// stage at once (see the banner). Worker `from` only.
   void push(std::size_t from, std::size_t to, envelope<T>&& e) {
+    if (to == from) {
+      auto& c = in_[to];
+      deliver(c, std::move(e));
+      c.delivered_in_place = true;
+      return;
+    }
     auto& b = out_[from].pending[to];
     b.push_back(std::move(e));
     if (b.size() >= batch_records_) send(from, to);
@@ -108,12 +120,18 @@ class exchange {
   void broadcast(std::size_t from, const envelope<T>& e) {
     for (std::size_t to = 0; to < workers_; ++to) push(from, to, envelope<T>{e});
   }
-  /// Sends every pending batch of worker `from`. Returns false if some inbox was full
-  /// (those batches stay pending; call again later).
+  /// Sends every pending batch of worker `from`, and flushes worker `from`'s own consumer
+  /// stage when envelopes were delivered to it in place. Returns false if some inbox (or
+  /// that stage) was full (call again later).
   bool flush(std::size_t from) {
     bool all = true;
     for (std::size_t to = 0; to < workers_; ++to) {
       if (!out_[from].pending[to].empty() && !send(from, to)) all = false;
+    }
+    auto& self = in_[from];
+    if (self.delivered_in_place) {
+      if (self.down->on_flush()) self.delivered_in_place = false;
+      else all = false;
     }
     return all;
   }
@@ -157,6 +175,7 @@ class exchange {
     std::function<void(std::function<void()>)> post;
     stage_in<T>* down = nullptr;
     std::vector<event_time> last_frontier;
+    bool delivered_in_place = false;  // by push(to == from) since the last flush: worker `to` only
     // True while no drain of this consumer is scheduled. Every write is an acq_rel
     // exchange, so all writes form one release sequence: a consumer going to sleep
     // either synchronises with the last producer's push or that producer sees `true`
