@@ -444,8 +444,11 @@ TEST(flow_key, make_and_equality_match_the_byte_order_definition) {
   for (int i = 0; i < 20000; ++i) {
     const auto src = addr(base), dst = rng() % 8 == 0 ? src : addr(src);
     const bool ports = rng() % 4 != 0;
-    const std::optional<std::uint16_t> sp = ports ? std::optional<std::uint16_t>(std::uint16_t(rng() % 4)) : std::nullopt;
-    const std::optional<std::uint16_t> dp = ports ? std::optional<std::uint16_t>(std::uint16_t(rng() % 4)) : std::nullopt;
+    auto port = [&]() -> std::optional<std::uint16_t> {
+      if (!ports) return std::nullopt;
+      return std::uint16_t(rng() % 4);
+    };
+    const auto sp = port(), dp = port();
     bool from_a = false;
     const auto k = rill::flow_key::make(ip_proto::udp, 6, src, sp, dst, dp, &from_a);
     const bool want_src_first = src < dst || (src == dst && sp <= dp);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -51,13 +52,15 @@ std::vector<flow_row> rows() {
   tcp.bytes = 4521;
   v.push_back(tcp);
   flow_row udp6 = tcp;
-  udp6.key = rill::flow_key::make(rill::ip_proto::udp, 6, {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 53,
-                                  {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x1b, 0x21, 0xff, 0xfe, 0x3c, 0x4d, 0x5e}, 65535);
+  const std::array<std::uint8_t, 16> doc{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  const std::array<std::uint8_t, 16> link{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x1b, 0x21, 0xff, 0xfe, 0x3c, 0x4d, 0x5e};
+  udp6.key = rill::flow_key::make(rill::ip_proto::udp, 6, doc, 53, link, 65535);
   udp6.packets = std::numeric_limits<std::uint64_t>::max();
   udp6.bytes = 0;
   v.push_back(udp6);
   flow_row icmp = tcp;  // no ports: null
-  icmp.key = rill::flow_key::make(rill::ip_proto::icmp, 4, {127, 0, 0, 1}, std::nullopt, {255, 255, 255, 255}, std::nullopt);
+  icmp.key = rill::flow_key::make(rill::ip_proto::icmp, 4, {127, 0, 0, 1}, std::nullopt, {255, 255, 255, 255},
+                                  std::nullopt);
   icmp.window_start = at(-10'000'000'000);  // before 1970
   icmp.window_end = at(0);
   v.push_back(icmp);

@@ -389,7 +389,8 @@ class keyed_window_aggregator {
   using slice_accs = absl::flat_hash_map<K, accumulator, detail::probe_hash<K, Hash>, detail::probe_eq<K>>;
   using slice_acks = absl::flat_hash_map<K, acks_t, detail::probe_hash<K, Hash>, detail::probe_eq<K>>;
   struct slice_table {
-    explicit slice_table(const Hash& h) : accs(0, detail::probe_hash<K, Hash>{h}), acks(0, detail::probe_hash<K, Hash>{h}) {}
+    explicit slice_table(const Hash& h)
+        : accs(0, detail::probe_hash<K, Hash>{h}), acks(0, detail::probe_hash<K, Hash>{h}) {}
     slice_accs accs;
     slice_acks acks;
   };
@@ -441,7 +442,8 @@ class keyed_window_aggregator {
   [[gnu::flatten]] static typename slice_accs::iterator find_acc(slice_accs& accs, const detail::key_probe<K>& p) {
     return accs.find(p, p.hash);
   }
-  [[gnu::always_inline]] bool fold_slice(slice_table& sl, const K& key, std::size_t hash, const T& value, std::shared_ptr<ack_token>&& ack) {
+  [[gnu::always_inline]] bool fold_slice(slice_table& sl, const K& key, std::size_t hash, const T& value,
+                                         std::shared_ptr<ack_token>&& ack) {
     const detail::key_probe<K> probe{&key, hash};
     bool fresh = false;
     auto it = find_acc(sl.accs, probe);
