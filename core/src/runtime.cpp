@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <future>
 
-#include "metrics_endpoint.hpp"
+#include "scrape_state.hpp"
 #include "rill/core/error.hpp"
 
 namespace rill {
@@ -224,7 +224,8 @@ runtime::runtime(runtime_options opts) : opts_(std::move(opts)) {
   for (std::size_t i = 0; i < n; ++i) workers_.push_back(make_worker(i));
   metrics_ = std::make_shared<metrics_registry>(n);
   scrape_ = std::make_unique<scrape_state>();
-  if (opts_.metrics_port != 0) endpoint_ = std::make_unique<endpoint>(*this, opts_.metrics_address, opts_.metrics_port);
+  if (opts_.metrics_port != 0) endpoint_ = std::make_unique<prometheus_server>(opts_.metrics_address, opts_.metrics_port,
+                                                    [this] { return prometheus_text(); });
   if (opts_.handle_signals) {
     // Installed here, not in run(): a signal between construction and run() is a
     // graceful stop of the next run, not the default disposition (terminate).

@@ -44,8 +44,8 @@
 // Observability (docs/design.md "Metrics"): runtime::metrics() is the registry of user
 // metrics (one cell per worker); metrics_port > 0 serves every stage's counters, the
 // workers' time accounting, stalls and the registry in the Prometheus text format 0.0.4
-// at http://metrics_address:metrics_port/metrics, on a thread of its own (plain Asio,
-// never a worker). stall_threshold > 0 times every loop turn: one that lasts longer is
+// at http://metrics_address:metrics_port/metrics, on a thread of its own
+// (rill::prometheus_server, never a worker). stall_threshold > 0 times every loop turn: one that lasts longer is
 // reported once on stderr and in run_report::stalls, with the operator that was running.
 //
 // Thread safety: run() from one thread at a time. request_stop() from any thread, and from
@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "rill/core/metrics.hpp"
+#include "rill/core/prometheus_server.hpp"
 #include "rill/core/run_control.hpp"
 #include "rill/core/stage.hpp"
 #include "rill/core/topology.hpp"
@@ -190,7 +191,6 @@ class runtime {
  private:
   friend class job_builder;
   struct control;
-  struct endpoint;
   struct scrape_state;
   void sink_finished();
   control& control_loop();
@@ -210,7 +210,7 @@ class runtime {
   std::shared_ptr<job_metrics> running_;  // under mu_: the current run's stages
   std::int64_t run_start_ns_ = 0;         // under mu_
   std::unique_ptr<scrape_state> scrape_;  // the previous scrape, for per-second gauges
-  std::unique_ptr<endpoint> endpoint_;    // the metrics thread, see the banner
+  std::unique_ptr<prometheus_server> endpoint_;  // the metrics thread, see the banner
 };
 
 }  // namespace rill

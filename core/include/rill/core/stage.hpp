@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "rill/core/metrics.hpp"
 #include "rill/core/record.hpp"
 #include "rill/core/time.hpp"
 
@@ -119,6 +120,19 @@ class job_metrics {
   const std::string& name(std::size_t stage) const noexcept { return names_[stage]; }
   stage_kind kind(std::size_t stage) const noexcept { return kinds_[stage]; }
   std::size_t workers() const noexcept { return workers_; }
+
+  /// A gauge read when the metrics are exposed (a queue depth): `read` runs on the
+  /// endpoint's thread, concurrently with the workers, and must only load atomics.
+  struct gauge_fn {
+    std::string name, help;
+    metric_labels labels;
+    std::function<double()> read;
+  };
+  /// Registers one series of a gauge read at exposition. Build time only.
+  void add_gauge_fn(std::string name, std::string help, metric_labels labels, std::function<double()> read) {
+    gauge_fns_.push_back({std::move(name), std::move(help), std::move(labels), std::move(read)});
+  }
+  const std::vector<gauge_fn>& gauge_fns() const noexcept { return gauge_fns_; }
   /// Every stage's counters summed over workers, in registration order. Any thread
   /// (relaxed reads: exact once the run has ended).
   std::vector<stage_totals> totals() const {
@@ -142,6 +156,7 @@ class job_metrics {
   std::size_t workers_;
   std::deque<std::string> names_;  // a deque: name() references stay valid
   std::vector<stage_kind> kinds_;
+  std::vector<gauge_fn> gauge_fns_;
   std::vector<std::unique_ptr<stage_counters[]>> rows_;
 };
 

@@ -275,6 +275,7 @@ struct window_sort_stage final : stage_in<T> {
     const auto w = sorter.watermark();
     if (w > sent) {
       sent = w;
+      if (w < event_time_max) c->watermark.store(w.time_since_epoch().count(), std::memory_order_relaxed);
       down->on_progress(0, w);
     }
   }
@@ -458,6 +459,9 @@ class stream {
           auto ctx = b.context(w, total);
           auto* head = down(ctx);
           auto* wk = ctx.w;
+          b.metrics().add_gauge_fn("rill_queue_depth_batches", "Batches waiting in an exchange inbox (256 records each)",
+                                   {{"queue", "key_by"}, {"worker", std::to_string(w)}},
+                                   [ex, w] { return double(ex->inbox_depth(w)); });
           ex->bind_consumer(w, [wk](std::function<void()> fn) {
             boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
               turn_scope turn{wk};

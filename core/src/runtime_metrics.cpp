@@ -1,51 +1,13 @@
-#include <boost/asio/read_until.hpp>
-#include <boost/asio/streambuf.hpp>
-#include <boost/asio/write.hpp>
-
 #include <algorithm>
 #include <chrono>
-#include <istream>
 #include <limits>
 #include <memory>
 
-#include "metrics_endpoint.hpp"
-#include "rill/core/error.hpp"
+#include "scrape_state.hpp"
 
 namespace rill {
 
 namespace {
-
-using boost::asio::ip::tcp;
-
-/// One HTTP/1.x exchange: read the request head, answer, close (Connection: close).
-struct session : std::enable_shared_from_this<session> {
-  session(tcp::socket s, runtime& r) : sock(std::move(s)), rt(r) {}
-  void start() {
-    boost::asio::async_read_until(sock, buf, "\r\n\r\n",
-                                  [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-                                    if (!ec) self->answer();
-                                  });
-  }
-  void answer() {
-    std::string line;
-    std::istream in(&buf);
-    std::getline(in, line);
-    const bool metrics = line.rfind("GET /metrics", 0) == 0 || line.rfind("GET / ", 0) == 0;
-    const std::string body = metrics ? rt.prometheus_text() : std::string("not found: GET /metrics\n");
-    reply = std::string(metrics ? "HTTP/1.1 200 OK\r\n" : "HTTP/1.1 404 Not Found\r\n") +
-            "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-            "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-    boost::asio::async_write(sock, boost::asio::buffer(reply),
-                             [self = shared_from_this()](boost::system::error_code, std::size_t) {
-                               boost::system::error_code ignored;
-                               self->sock.shutdown(tcp::socket::shutdown_both, ignored);
-                             });
-  }
-  tcp::socket sock;
-  runtime& rt;
-  boost::asio::streambuf buf{64 * 1024};  // a request head longer than 64 KiB is dropped
-  std::string reply;
-};
 
 double ms_per_s(std::uint64_t now_ns, std::uint64_t before_ns, double seconds) {
   if (seconds <= 0 || now_ns < before_ns) return 0;
@@ -54,36 +16,7 @@ double ms_per_s(std::uint64_t now_ns, std::uint64_t before_ns, double seconds) {
 
 }  // namespace
 
-runtime::endpoint::endpoint(runtime& r, const std::string& address, std::uint16_t p) : rt(r) {
-  try {
-    const tcp::endpoint at{boost::asio::ip::make_address(address), p};
-    acceptor.open(at.protocol());
-    acceptor.set_option(tcp::acceptor::reuse_address(true));
-    acceptor.bind(at);
-    acceptor.listen();
-    port = acceptor.local_endpoint().port();
-  } catch (const std::exception& e) {
-    throw config_error("runtime.metrics_port", "runtime.metrics_port: cannot listen on " + address + ":" +
-                                                   std::to_string(p) + ": " + e.what());
-  }
-  accept();
-  thread = std::thread([this] { ctx.run(); });
-}
-
-runtime::endpoint::~endpoint() {
-  ctx.stop();
-  thread.join();
-}
-
-void runtime::endpoint::accept() {
-  acceptor.async_accept([this](boost::system::error_code ec, tcp::socket s) {
-    if (ec) return;  // the acceptor closed: the endpoint is going away
-    std::make_shared<session>(std::move(s), rt)->start();
-    accept();
-  });
-}
-
-std::uint16_t runtime::metrics_port() const noexcept { return endpoint_ ? endpoint_->port : 0; }
+std::uint16_t runtime::metrics_port() const noexcept { return endpoint_ ? endpoint_->port() : 0; }
 
 std::string runtime::prometheus_text() {
   using detail::prom_header;
@@ -136,6 +69,16 @@ std::string runtime::prometheus_text() {
         prom_sample(wm_text, "rill_watermark_seconds", l, double(wm) / 1e9);
         prom_sample(lag_text, "rill_watermark_lag_seconds", l, wall - double(wm) / 1e9);
       }
+    }
+    // Gauges read now (queue depths), one header per name.
+    const auto& fns = jm->gauge_fns();
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+      bool first = true;
+      for (std::size_t j = 0; j < i; ++j) first = first && fns[j].name != fns[i].name;
+      if (!first) continue;
+      prom_header(out, fns[i].name, "gauge", fns[i].help);
+      for (std::size_t j = i; j < fns.size(); ++j)
+        if (fns[j].name == fns[i].name) prom_sample(out, fns[j].name, fns[j].labels, fns[j].read());
     }
     if (!wm_text.empty()) {
       prom_header(out, "rill_watermark_seconds", "gauge", "Current event-time watermark (Flink currentOutputWatermark), seconds since the epoch");
