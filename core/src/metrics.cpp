@@ -58,6 +58,19 @@ void prom_sample(std::string& out, const std::string& name, const metric_labels&
   out += '\n';
 }
 
+void prom_summary(std::string& out, const std::string& name, const metric_labels& labels, const histogram& h,
+                  double scale) {
+  for (double q : {0.5, 0.9, 0.99, 0.999}) {
+    auto l = labels;
+    char qs[16];
+    std::snprintf(qs, sizeof qs, "%g", q);
+    l.emplace_back("quantile", qs);
+    prom_sample(out, name, l, double(h.quantile(q)) * scale);
+  }
+  prom_sample(out, name + "_sum", labels, double(h.sum()) * scale);
+  prom_sample(out, name + "_count", labels, double(h.count()));
+}
+
 }  // namespace detail
 
 std::size_t metrics_registry::add(kind k, std::string name, std::string help, metric_labels labels,
@@ -97,15 +110,7 @@ void metrics_registry::write_prometheus(std::string& out) const {
       if (m.k == kind::histogram) {
         histogram h;
         for (std::size_t w = 0; w < workers_; ++w) h.merge(m.histograms[w]);
-        for (double q : {0.5, 0.9, 0.99, 0.999}) {
-          auto l = m.labels;
-          char qs[16];
-          std::snprintf(qs, sizeof qs, "%g", q);
-          l.emplace_back("quantile", qs);
-          detail::prom_sample(out, m.name, l, double(h.quantile(q)) * m.scale);
-        }
-        detail::prom_sample(out, m.name + "_sum", m.labels, double(h.sum()) * m.scale);
-        detail::prom_sample(out, m.name + "_count", m.labels, double(h.count()));
+        detail::prom_summary(out, m.name, m.labels, h, m.scale);
         continue;
       }
       for (std::size_t w = 0; w < workers_; ++w) {

@@ -54,7 +54,7 @@ std::string runtime::prometheus_text() {
         for (std::size_t w = 0; w < jm->workers(); ++w) {
           const auto& c = jm->at(s, w);
           const auto v = (source_in ? c.out : c.*(f.field)).load(std::memory_order_relaxed);
-          prom_sample(out, f.name, {{"operator", jm->name(s)}, {"worker", std::to_string(w)}}, double(v));
+          prom_sample(out, f.name, {{"operator", jm->label(s)}, {"worker", std::to_string(w)}}, double(v));
         }
       }
     }
@@ -65,21 +65,26 @@ std::string runtime::prometheus_text() {
       for (std::size_t w = 0; w < jm->workers(); ++w) {
         const auto wm = jm->at(s, w).watermark.load(std::memory_order_relaxed);
         if (wm == std::numeric_limits<std::int64_t>::min()) continue;
-        const metric_labels l{{"operator", jm->name(s)}, {"worker", std::to_string(w)}};
+        const metric_labels l{{"operator", jm->label(s)}, {"worker", std::to_string(w)}};
         prom_sample(wm_text, "rill_watermark_seconds", l, double(wm) / 1e9);
         prom_sample(lag_text, "rill_watermark_lag_seconds", l, wall - double(wm) / 1e9);
       }
     }
-    // Gauges read now (queue depths), one header per name.
-    const auto& fns = jm->gauge_fns();
-    for (std::size_t i = 0; i < fns.size(); ++i) {
-      bool first = true;
-      for (std::size_t j = 0; j < i; ++j) first = first && fns[j].name != fns[i].name;
-      if (!first) continue;
-      prom_header(out, fns[i].name, "gauge", fns[i].help);
-      for (std::size_t j = i; j < fns.size(); ++j)
-        if (fns[j].name == fns[i].name) prom_sample(out, fns[j].name, fns[j].labels, fns[j].read());
-    }
+    // Gauges and summaries read now (queue depths, enrich latency), one header per name.
+    auto grouped = [&](const auto& fns, const char* type, auto write) {
+      for (std::size_t i = 0; i < fns.size(); ++i) {
+        bool first = true;
+        for (std::size_t j = 0; j < i; ++j) first = first && fns[j].name != fns[i].name;
+        if (!first) continue;
+        prom_header(out, fns[i].name, type, fns[i].help);
+        for (std::size_t j = i; j < fns.size(); ++j)
+          if (fns[j].name == fns[i].name) write(fns[j]);
+      }
+    };
+    grouped(jm->gauge_fns(), "gauge", [&](const job_metrics::gauge_fn& g) { prom_sample(out, g.name, g.labels, g.read()); });
+    grouped(jm->summary_fns(), "summary", [&](const job_metrics::summary_fn& f) {
+      detail::prom_summary(out, f.name, f.labels, f.read(), f.scale);
+    });
     if (!wm_text.empty()) {
       prom_header(out, "rill_watermark_seconds", "gauge", "Current event-time watermark (Flink currentOutputWatermark), seconds since the epoch");
       out += wm_text;

@@ -185,6 +185,27 @@ TEST(metrics_endpoint, serves_the_run_and_promtool_accepts_it) {
   EXPECT_EQ(http_get(port, "/nothing").rfind("HTTP/1.1 404", 0), 0u);
 }
 
+// Two stages of one name get distinct operator labels (window_sort, window_sort#2): the
+// exposition stays valid (promtool rejects duplicate series). Stages register from the
+// sink back to the source, so the downstream one is "window_sort".
+TEST(metrics_endpoint, stages_of_one_name_get_distinct_labels) {
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores"}};
+  std::vector<rill::record<int>> v;
+  for (int i = 0; i < 100; ++i) v.push_back({i, rill::event_time{std::chrono::seconds{i}}});
+  auto job = rill::from(rill::vector_source<int>{v})
+                 .window_sort({.length = 10s, .max_delay = 1s})
+                 .map([](rill::window<int>&& w) { return int(w.records.size()); })
+                 .window_sort({.length = 100s, .max_delay = 1s})
+                 .sink([](rill::window<int>&&) {});
+  rt.run(job);
+  const std::string text = rt.prometheus_text();
+  EXPECT_EQ(sample_value(text, "rill_records_in_total{operator=\"window_sort#2\",worker=\"0\"}"), 100.0) << text;
+  EXPECT_EQ(sample_value(text, "rill_records_in_total{operator=\"window_sort\",worker=\"0\"}"), 10.0) << text;
+  EXPECT_GT(sample_value(text, "rill_watermark_seconds{operator=\"window_sort#2\",worker=\"0\"}"), 0.0) << text;
+  const auto [status, out] = promtool_check(text);
+  EXPECT_EQ(status, 0) << out << "\n" << text;
+}
+
 TEST(metrics_endpoint, port_in_use_is_a_config_error) {
   boost::asio::io_context io;
   boost::asio::ip::tcp::acceptor taken{io, {boost::asio::ip::make_address("127.0.0.1"), 0}};

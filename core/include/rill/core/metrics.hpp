@@ -287,6 +287,10 @@ namespace detail {
 /// -Inf, NaN.
 void prom_header(std::string& out, const std::string& name, const char* type, const std::string& help);
 void prom_sample(std::string& out, const std::string& name, const metric_labels& labels, double v);
+/// The series of one summary (no header): quantiles 0.5, 0.9, 0.99, 0.999 of `h`, _sum
+/// and _count, values times `scale`.
+void prom_summary(std::string& out, const std::string& name, const metric_labels& labels, const histogram& h,
+                  double scale);
 }  // namespace detail
 
 }  // namespace rill

@@ -105,6 +105,9 @@ class job_metrics {
   explicit job_metrics(std::size_t workers) : workers_(workers) {}
   /// Registers a stage (returns its index). Build time only.
   std::size_t add_stage(std::string name, stage_kind kind = stage_kind::op) {
+    std::size_t same = 1;
+    for (const auto& n : names_) same += n == name;
+    labels_.push_back(same == 1 ? name : name + "#" + std::to_string(same));
     names_.push_back(std::move(name));
     kinds_.push_back(kind);
     rows_.push_back(std::make_unique<stage_counters[]>(workers_));
@@ -118,6 +121,10 @@ class job_metrics {
   /// the job is built.
   std::size_t stage_count() const noexcept { return rows_.size(); }
   const std::string& name(std::size_t stage) const noexcept { return names_[stage]; }
+  /// The stage's `operator` label on the metrics endpoint: its name, with "#k" added for
+  /// the k-th stage of the same name (netflow's three "enrich" stages: enrich, enrich#2,
+  /// enrich#3), so that every series is unique.
+  const std::string& label(std::size_t stage) const noexcept { return labels_[stage]; }
   stage_kind kind(std::size_t stage) const noexcept { return kinds_[stage]; }
   std::size_t workers() const noexcept { return workers_; }
 
@@ -133,6 +140,20 @@ class job_metrics {
     gauge_fns_.push_back({std::move(name), std::move(help), std::move(labels), std::move(read)});
   }
   const std::vector<gauge_fn>& gauge_fns() const noexcept { return gauge_fns_; }
+  /// A summary read when the metrics are exposed: `read` returns a copy of a histogram
+  /// (rill::histogram reads are safe concurrently with its writers), exposed times
+  /// `scale`. Same thread rules as gauge_fn. Build time only.
+  struct summary_fn {
+    std::string name, help;
+    metric_labels labels;
+    std::function<histogram()> read;
+    double scale = 1.0;
+  };
+  void add_summary_fn(std::string name, std::string help, metric_labels labels, std::function<histogram()> read,
+                      double scale) {
+    summary_fns_.push_back({std::move(name), std::move(help), std::move(labels), std::move(read), scale});
+  }
+  const std::vector<summary_fn>& summary_fns() const noexcept { return summary_fns_; }
   /// Every stage's counters summed over workers, in registration order. Any thread
   /// (relaxed reads: exact once the run has ended).
   std::vector<stage_totals> totals() const {
@@ -154,9 +175,10 @@ class job_metrics {
 
  private:
   std::size_t workers_;
-  std::deque<std::string> names_;  // a deque: name() references stay valid
+  std::deque<std::string> names_, labels_;  // deques: name() references stay valid
   std::vector<stage_kind> kinds_;
   std::vector<gauge_fn> gauge_fns_;
+  std::vector<summary_fn> summary_fns_;
   std::vector<std::unique_ptr<stage_counters[]>> rows_;
 };
 

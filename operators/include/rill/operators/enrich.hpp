@@ -496,6 +496,13 @@ auto enrich(stream<T>&& s, enrich_options opts, KeyFn key_fn, MergeFn merge_fn,
   return stream<U>([prev = s.attach(), opts, key_fn, merge_fn, on_error](
                        job_builder& b, stage_factory<U> down) {
     const auto idx = b.metrics().add_stage(opts.name);
+    // On the metrics endpoint: request latency (summary) and batches in flight.
+    const auto m = opts.metrics;
+    const metric_labels op{{"operator", b.metrics().label(idx)}};
+    b.metrics().add_summary_fn("rill_enrich_request_latency_seconds", "HTTP attempt latency of an enrich operator",
+                               op, [m] { return m->request_latency_ns; }, 1e-9);
+    b.metrics().add_gauge_fn("rill_enrich_in_flight_batches", "Requests outstanding of an enrich operator", op,
+                             [m] { return double(m->in_flight.load(std::memory_order_relaxed)); });
     prev(b, [=](build_context& ctx) -> stage_in<T>* {
       using S = detail::enrich_stage<T, U, KeyFn, MergeFn, ErrFn>;
       auto* st = ctx.make<S>(opts, opts.metrics, key_fn, merge_fn, on_error, ctx.inputs,
