@@ -48,7 +48,9 @@ for ((r = 1; r <= rounds; r++)); do
   done
 done
 
-python3 - "$tmp/samples.txt" "$root/bench/metrics_overhead.png" "$packets" "$rounds" <<'PY'
+# Debian's python3 (python3-matplotlib is installed for it, not for a pyenv one on PATH).
+py=/usr/bin/python3; [ -x "$py" ] || py=python3
+"$py" - "$tmp/samples.txt" "$root/bench/metrics_overhead.png" "$packets" "$rounds" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -57,13 +59,14 @@ for line in open(sys.argv[1]):
 labels = {"netflow": f"netflow -w 2, pcapgen {int(sys.argv[3]):,} packets (packets/s)",
           "pipeline_w1": "BM_pipeline_in_memory, 1 worker (records/s)",
           "pipeline_w2": "BM_pipeline_in_memory, 2 workers (records/s)"}
-print(f"| benchmark ({sys.argv[4]} interleaved rounds, medians) | metrics off | metrics on | on vs off |")
-print("|---|---:|---:|---:|")
+print(f"| benchmark ({sys.argv[4]} interleaved rounds, medians) | metrics off | metrics on | on vs off | off min..max | on min..max |")
+print("|---|---:|---:|---:|---:|---:|")
 meds = []
 for k in ("netflow", "pipeline_w1", "pipeline_w2"):
     off, on = statistics.median(rows[k]["off"]), statistics.median(rows[k]["on"])
     meds.append((labels[k], off, on))
-    print(f"| {labels[k]} | {off:,.0f} | {on:,.0f} | {100 * (on - off) / off:+.1f}% |")
+    lo = lambda xs: f"{min(xs):,.0f}..{max(xs):,.0f}"
+    print(f"| {labels[k]} | {off:,.0f} | {on:,.0f} | {100 * (on - off) / off:+.1f}% | {lo(rows[k]['off'])} | {lo(rows[k]['on'])} |")
 try:
     import matplotlib
     matplotlib.use("Agg")
