@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   child_service svc(latency);
   std::cout << "service " << svc.url << " latency " << latency << " ms; 2 workers\n\n"
             << "| transport | batch | max_in_flight/worker | records | s | records/s | requests | "
-               "request p50/p99 (ms, log2 bucket) | peak threads | peak sockets | CPU % | checksum |\n"
+               "request p50/p99 (ms, rill::histogram) | peak threads | peak sockets | CPU % | checksum |\n"
             << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   int status = 0;
   for (auto kind : {rill::http_transport_kind::beast, rill::http_transport_kind::cpprest}) {

@@ -3,7 +3,8 @@
 //
 //   BM_libpcap_read_loop          pcap_next_ex over the file, nothing else
 //   BM_pcap_reader_decode         rill::pcap_reader + decode (what the pcap source does)
-//   BM_pipeline_in_memory/W       vector_source -> map -> key_by -> window_sort -> sink, W workers
+//   BM_pipeline_in_memory/W/M     vector_source -> map -> key_by -> window_sort -> sink, W workers;
+//                                 M = 1: metrics endpoint and stall detector on, 0: both off
 //
 // Capture: $RILL_BENCH_PCAP, default ../shared/data/pcap/echo-connections.pcap.
 // Every benchmark checks its count (SkipWithError on mismatch).
@@ -70,6 +71,7 @@ void BM_pcap_reader_decode(benchmark::State& state) {
 
 void BM_pipeline_in_memory(benchmark::State& state) {
   const std::size_t workers = std::size_t(state.range(0));
+  const bool metrics = state.range(1) != 0;
   const int n = 1'000'000;
   std::vector<std::vector<rill::record<std::uint64_t>>> splits(2);
   for (int i = 0; i < n; ++i) {
@@ -78,7 +80,11 @@ void BM_pipeline_in_memory(benchmark::State& state) {
     splits[i % 2].push_back({std::uint64_t(i), rill::event_time{t}});
   }
   rill::vector_source<std::uint64_t> src{splits};
-  rill::runtime rt{{.workers = workers, .topology = "1 node x 2 cores"}};
+  // Metrics on: an ephemeral-port endpoint is not possible (0 = off), so a fixed loopback
+  // port is taken; timing of loop turns and the stall watchdog come with it.
+  rill::runtime rt{{.workers = workers, .topology = "1 node x 2 cores",
+                    .metrics_port = std::uint16_t(metrics ? 19090 + workers : 0),
+                    .stall_threshold = metrics ? 100ms : 0ms}};
   for (auto _ : state) {
     auto count = std::make_shared<std::atomic<std::uint64_t>>(0);
     auto sum = std::make_shared<std::atomic<std::uint64_t>>(0);
@@ -145,5 +151,5 @@ void BM_pipeline_stages(benchmark::State& state) {
 BENCHMARK(BM_pipeline_stages)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_libpcap_read_loop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_pcap_reader_decode)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_pipeline_in_memory)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_pipeline_in_memory)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

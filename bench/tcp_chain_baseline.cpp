@@ -47,6 +47,8 @@
 #include <thread>
 #include <vector>
 
+#include <rill/core/metrics.hpp>
+
 namespace {
 
 using clk = std::chrono::steady_clock;
@@ -170,13 +172,13 @@ void relay_loop(int in, Fn&& fn) {
 }
 
 int generator(const options& o, int out, int back) {
-  std::vector<double> lat_ms;
+  rill::histogram lat;  // round trips, ns; written by the answers thread only
   std::uint64_t real_sent = 0;
   std::thread answers([&] {
     relay_loop(back, [&](const unsigned char* p, std::size_t n) {
       const auto t = now_ns();
       for (std::size_t i = 0; i < n; ++i)
-        lat_ms.push_back(double(t - get64(p + i * blob + 16)) / 1e6);
+        lat.record(t - get64(p + i * blob + 16));
     });
   });
   const std::uint64_t total = o.bytes / blob;
@@ -219,24 +221,16 @@ int generator(const options& o, int out, int back) {
   ::shutdown(out, SHUT_WR);
   answers.join();  // the processor closes the answer socket after its input ended
   const double el = std::chrono::duration<double>(clk::now() - t0).count();
-  std::sort(lat_ms.begin(), lat_ms.end());
-  auto pct = [&](double p) {
-    return lat_ms.empty()
-               ? 0.0
-               : lat_ms[std::min(lat_ms.size() - 1, std::size_t(p / 100 * double(lat_ms.size())))];
-  };
-  double avg = 0;
-  for (double v : lat_ms) avg += v;
-  avg = lat_ms.empty() ? 0 : avg / double(lat_ms.size());
+  auto pct = [&](double p) { return double(lat.quantile(p / 100)) / 1e6; };  // within 3.1%
+  const auto answered = (unsigned long long)lat.count();
   std::printf(
       "generator: sent %llu records in %.2f s = %.3f GB/s offered; real requests %llu, answered "
-      "%zu\n",
-      (unsigned long long)sent, el, double(sent * blob) / 1e9 / el, (unsigned long long)real_sent,
-      lat_ms.size());
+      "%llu\n",
+      (unsigned long long)sent, el, double(sent * blob) / 1e9 / el, (unsigned long long)real_sent, answered);
   std::printf(
-      "latency: average %.3f ms, p1/p10/p50/p90/p99 = %.3f/%.3f/%.3f/%.3f/%.3f ms (N = %zu)\n", avg,
-      pct(1), pct(10), pct(50), pct(90), pct(99), lat_ms.size());
-  return lat_ms.size() == real_sent ? 0 : 1;
+      "latency: average %.3f ms, p1/p10/p50/p90/p99 = %.3f/%.3f/%.3f/%.3f/%.3f ms (N = %llu)\n",
+      lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), answered);
+  return lat.count() == real_sent ? 0 : 1;
 }
 
 int terminator(const std::vector<int>& ins) {

@@ -5,9 +5,12 @@
 
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <future>
 
+#include "scrape_state.hpp"
 #include "rill/core/error.hpp"
 
 namespace rill {
@@ -42,6 +45,33 @@ void worker::start() {
     }
     current_worker = nullptr;
   });
+}
+
+void worker::end_turn(std::int64_t start_ns) noexcept {
+  const std::int64_t d = steady_ns() - start_ns;
+  auto add = [](std::atomic<std::uint64_t>& c, std::uint64_t n) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  };
+  add(stats_.busy_ns, std::uint64_t(d));
+  add(stats_.turns, 1);
+  stats_.turn_start_ns.store(0, std::memory_order_relaxed);
+  if (stall_threshold_.count() <= 0 || d < stall_threshold_.count()) return;
+  add(stats_.stalls, 1);
+  add(stats_.stall_ns, std::uint64_t(d));
+  // The operator the watchdog saw while this turn was over the threshold; else the one
+  // marked now (a turn the watchdog did not sample in time).
+  const std::string* op = stats_.sampled_turn.load(std::memory_order_acquire) == start_ns
+                              ? stats_.sampled_op.load(std::memory_order_relaxed)
+                              : stats_.op.load(std::memory_order_relaxed);
+  stall_event e{id_, op ? *op : std::string{}, std::chrono::nanoseconds{d}};
+  std::fprintf(stderr, "rill: stall: worker %zu ran operator '%s' for %.3f s in one loop turn (threshold %lld ms)\n",
+               id_, e.op.c_str(), double(d) / 1e9,
+               (long long)std::chrono::duration_cast<std::chrono::milliseconds>(stall_threshold_).count());
+  try {
+    std::lock_guard lk(mu_);
+    stall_events_.push_back(std::move(e));
+  } catch (...) {  // out of memory: the stall is still counted and printed
+  }
 }
 
 void worker::stop_and_join() {
@@ -105,13 +135,14 @@ void arm(boost::asio::signal_set& s, runtime& rt) {
 struct run_timers : std::enable_shared_from_this<run_timers> {
   run_timers(boost::asio::io_context& ctx, runtime& r, const run_options& o,
              std::shared_ptr<job_metrics> m, steady_time start)
-      : rt(r), opts(o), metrics(std::move(m)), t0(start), idle_timer(ctx), progress_timer(ctx),
+      : rt(r), opts(o), metrics(std::move(m)), t0(start), idle_timer(ctx), progress_timer(ctx), watch_timer(ctx),
         idle(o.stop_when_idle,
              o.first_record_grace.value_or(idle_stop::default_grace(o.stop_when_idle)), start) {}
 
   void start() {
     if (opts.stop_when_idle.count() > 0) sample_later();
     if (opts.progress) progress_later();
+    if (threshold.count() > 0) watch_later();
   }
   void sample_later() {
     idle_timer.expires_after(opts.idle_sample);
@@ -133,22 +164,49 @@ struct run_timers : std::enable_shared_from_this<run_timers> {
       self->progress_later();
     });
   }
+  /// The stall watchdog: samples which operator runs in a turn that is over the
+  /// threshold, for worker::end_turn to name it (one sample per turn).
+  void watch_later() {
+    watch_timer.expires_after(watch_period);
+    watch_timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec || !self->active) return;
+      const auto now = steady_ns();
+      for (std::size_t i = 0; i < self->rt.worker_count(); ++i) {
+        auto& st = self->rt.worker_at(i).stats();
+        const auto s = st.turn_start_ns.load(std::memory_order_relaxed);
+        if (s == 0 || now - s < self->threshold.count()) continue;
+        if (st.sampled_turn.load(std::memory_order_relaxed) == s) continue;
+        st.sampled_op.store(st.op.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        st.sampled_turn.store(s, std::memory_order_release);
+      }
+      self->watch_later();
+    });
+  }
   void cancel() {
     active = false;
     idle_timer.cancel();
     progress_timer.cancel();
+    watch_timer.cancel();
   }
 
   runtime& rt;
   const run_options& opts;  // outlives the timers' activity: run() returns after cancel()
   std::shared_ptr<job_metrics> metrics;
   steady_time t0;
-  boost::asio::steady_timer idle_timer, progress_timer;
+  boost::asio::steady_timer idle_timer, progress_timer, watch_timer;
+  std::chrono::nanoseconds threshold{0}, watch_period{std::chrono::milliseconds{10}};
   idle_stop idle;
   bool active = true;
 };
 
 }  // namespace
+
+std::unique_ptr<worker> runtime::make_worker(std::size_t i) const {
+  auto w = std::make_unique<worker>(i, placement_[i].node, opts_.pin ? placement_[i].cpu : -1);
+  w->stall_threshold_ = opts_.stall_threshold;
+  w->timed_ = opts_.stall_threshold.count() > 0 || opts_.metrics_port != 0;
+  return w;
+}
 
 runtime::control& runtime::control_loop() {
   if (!control_) control_ = std::make_unique<control>();
@@ -163,10 +221,11 @@ runtime::runtime(runtime_options opts) : opts_(std::move(opts)) {
                                               std::to_string(opts_.workers));
   }
   placement_ = topo_.place(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    workers_.push_back(std::make_unique<worker>(i, placement_[i].node,
-                                                opts_.pin ? placement_[i].cpu : -1));
-  }
+  for (std::size_t i = 0; i < n; ++i) workers_.push_back(make_worker(i));
+  metrics_ = std::make_shared<metrics_registry>(n);
+  scrape_ = std::make_unique<scrape_state>();
+  if (opts_.metrics_port != 0) endpoint_ = std::make_unique<prometheus_server>(opts_.metrics_address, opts_.metrics_port,
+                                                    [this] { return prometheus_text(); });
   if (opts_.handle_signals) {
     // Installed here, not in run(): a signal between construction and run() is a
     // graceful stop of the next run, not the default disposition (terminate).
@@ -177,6 +236,7 @@ runtime::runtime(runtime_options opts) : opts_(std::move(opts)) {
 }
 
 runtime::~runtime() {
+  endpoint_.reset();
   control_.reset();
   for (auto& w : workers_) w->stop_and_join();
 }
@@ -205,13 +265,19 @@ run_report runtime::run(const job& j, const run_options& o) {
     std::lock_guard lk(mu_);
     errors_.clear();
   }
-  // Fresh workers for every run: a stopped io_context cannot be reused safely.
-  for (std::size_t i = 0; i < workers_.size(); ++i) {
-    workers_[i] = std::make_unique<worker>(i, placement_[i].node,
-                                           opts_.pin ? placement_[i].cpu : -1);
+  // Fresh workers for every run: a stopped io_context cannot be reused safely. Under mu_:
+  // the metrics endpoint reads the workers' stats.
+  {
+    std::lock_guard lk(mu_);
+    for (std::size_t i = 0; i < workers_.size(); ++i) workers_[i] = make_worker(i);
   }
 
   job_builder b{*this};
+  {
+    std::lock_guard lk(mu_);
+    running_ = b.metrics_;
+    run_start_ns_ = steady_ns();
+  }
   j.build(b);
   for (auto it = b.finalizers_.rbegin(); it != b.finalizers_.rend(); ++it) (*it)();
 
@@ -256,9 +322,13 @@ run_report runtime::run(const job& j, const run_options& o) {
 
   // Stop-when-idle and progress run on the control loop.
   std::shared_ptr<run_timers> timers_ctl;
-  if (o.stop_when_idle.count() > 0 || o.progress) {
+  if (o.stop_when_idle.count() > 0 || o.progress || opts_.stall_threshold.count() > 0) {
     auto& c = control_loop();
     timers_ctl = std::make_shared<run_timers>(c.ctx, *this, o, b.metrics_, t0);
+    timers_ctl->threshold = opts_.stall_threshold;
+    timers_ctl->watch_period = std::clamp<std::chrono::nanoseconds>(opts_.stall_threshold / 4,
+                                                                   std::chrono::milliseconds{1},
+                                                                   std::chrono::milliseconds{25});
     boost::asio::post(c.ctx, [t = timers_ctl] { t->start(); });
   }
 
@@ -289,6 +359,11 @@ run_report runtime::run(const job& j, const run_options& o) {
     std::lock_guard lk(mu_);
     rep.errors = errors_;
   }
+  for (auto& w : workers_) {
+    auto st = w->stalls();
+    rep.stalls.insert(rep.stalls.end(), st.begin(), st.end());
+  }
+  rep.metrics = metrics_;
   rep.stopped = stop_requested();
   stop_.store(false, std::memory_order_release);  // this run consumed the request
   rep.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace enrichment_kafka {
@@ -46,6 +47,7 @@ struct enrich_settings {
   std::chrono::milliseconds latency{100};  ///< the in-process service's artificial latency
   std::size_t batch_size = 200, max_in_flight = 4;
   bool cpprest = false;  ///< transport: cpprestsdk instead of Boost.Beast
+  std::uint16_t metrics_port = 0;  ///< Prometheus endpoint on 127.0.0.1 (0 = off)
 };
 
 /// Adds --brokers, --from, --to, --group, --idle-exit, --workers, --progress,

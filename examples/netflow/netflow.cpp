@@ -20,6 +20,10 @@
 // --enrich [URL] adds "service" (IANA name of the lower port, /etc/services) and
 // "a_class"/"b_class" (IANA special-purpose address registries) to every row, through
 // three batched enrich stages; without URL an enrichment service runs in-process.
+// --metrics-port PORT serves the runtime's metrics to Prometheus on 127.0.0.1 while it runs;
+// --report FILE.html writes a self-contained page of the traffic (report.hpp);
+// --progress prints packets and packets/s every second: one updating line on a terminal,
+// plain lines when stderr is not one.
 //
 // The Kafka modes (kafka_mode.hpp) stay in this program: they take the same --input,
 // --window, --max-delay, --workers and --topology, and run the same pipeline
@@ -29,6 +33,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -51,6 +56,7 @@
 #include "cli_checks.hpp"
 #include "enrichment_service.hpp"
 #include "flow_row.hpp"
+#include "report.hpp"
 #include "reporting.hpp"
 #include "kafka_mode.hpp"  // --probe / --brokers: Kafka mode
 
@@ -87,6 +93,7 @@ struct line_writer {
   std::ostream* out;
   absl::flat_hash_set<rill::flow_key>* conversations;
   std::size_t* lines;
+  netflow::traffic_report* report;  ///< --report: every row; null otherwise
   bool enriched = false;
   /// Called once, at the first failed write (e.g. EPIPE: the reader of a pipe closed it),
   /// with that write's errno: there is no point reading on.
@@ -102,6 +109,7 @@ struct line_writer {
     if (was_ok && !*out && on_write_error) on_write_error(errno);
     ++*lines;
     conversations->insert(r.key);
+    if (report) report->add(r);
   }
 };
 
@@ -110,7 +118,8 @@ struct line_writer {
 std::string option_of(const std::string& key) {
   static const std::map<std::string, std::string> names = {
       {"window.size", "--window"}, {"window.max_delay", "--max-delay"},
-      {"runtime.workers", "--workers"},   {"runtime.topology", "--topology"}};
+      {"runtime.workers", "--workers"},   {"runtime.topology", "--topology"},
+      {"runtime.metrics_port", "--metrics-port"}};
   const auto it = names.find(key);
   return it == names.end() ? key : it->second;
 }
@@ -118,9 +127,11 @@ std::string option_of(const std::string& key) {
 /// exit without running (help: 0, bad arguments: 2).
 struct cli {
   std::vector<std::string> inputs;
-  std::string interface, output = "-", summary_path, topology, enrich_url;
+  std::string interface, output = "-", summary_path, topology, enrich_url, report_path;
   std::chrono::nanoseconds window{}, delay{};
   std::size_t workers = 0;
+  std::uint16_t metrics_port = 0;
+  std::int64_t stall_ms = 100;
   bool progress = false, rebalance = false, enrich = false;
   netflow_kafka::options kafka;
 
@@ -142,6 +153,14 @@ struct cli {
     app.add_option("--workers,-w", workers, "worker threads (default or 0: one per core)")
         ->check(rill_examples::whole_number(0, 4096, "0 = one per core"));
     app.add_option("--topology", topology, "synthetic topology, e.g. \"2 nodes x 2 cores\"");
+    app.add_option("--report", report_path,
+                   "write an HTML page (self-contained: charts of packets/s and bytes/s by protocol, "
+                   "top-20 conversations, the summary) here after the run");
+    app.add_option("--metrics-port", metrics_port,
+                   "serve Prometheus metrics on 127.0.0.1:PORT/metrics while running (0 = off)");
+    app.add_option("--stall-threshold", stall_ms,
+                   "report a worker loop turn longer than this many ms on stderr (0 = off)")
+        ->check(rill_examples::whole_number(0, 3'600'000, "0 = off"));
     app.add_flag("--progress", progress,
                  "print a progress line on stderr every second (packets, packets/s over that second)");
     auto* enrich_opt = app.add_option("--enrich", enrich_url,
@@ -158,7 +177,8 @@ struct cli {
     auto* brokers_opt = app.get_option("--brokers");
     for (const char* k : {"--probe", "--topic", "--from", "--to", "--group", "--idle-exit"})
       app.get_option(k)->needs(brokers_opt);
-    for (const char* f : {"--output", "--summary", "--progress", "--rebalance", "--enrich", "--interface"})
+    for (const char* f : {"--output", "--summary", "--progress", "--rebalance", "--enrich", "--interface",
+                          "--metrics-port", "--report", "--stall-threshold"})
       app.get_option(f)->excludes(brokers_opt);
     input_opt->excludes(app.get_option("--from"));
     try {
@@ -261,14 +281,18 @@ int main(int argc, char** argv) {
   cli a;
   if (auto code = a.parse(argc, argv)) return *code;
   if (a.kafka.active()) return netflow_kafka::run(a.kafka, a.inputs, a.window, a.delay, a.workers, a.topology);
-  std::ofstream file, summary_file;
-  if (!open_file(file, a.output, "--output") || !open_file(summary_file, a.summary_path, "--summary")) return 2;
+  std::ofstream file, summary_file, report_file;
+  if (!open_file(file, a.output, "--output") || !open_file(summary_file, a.summary_path, "--summary") ||
+      !open_file(report_file, a.report_path, "--report"))
+    return 2;
   std::ostream& out = a.output == "-" ? std::cout : file;
   std::ostream& summary_out = a.summary_path.empty() ? std::cerr : a.summary_path == "-" ? std::cout : summary_file;
 
   try {
     // 1. The pipeline.
-    rill::runtime rt{{.workers = a.workers, .topology = a.topology, .handle_signals = true}};
+    rill::runtime rt{{.workers = a.workers, .topology = a.topology, .handle_signals = true,
+                      .metrics_port = a.metrics_port,
+                      .stall_threshold = std::chrono::milliseconds{a.stall_ms}}};
     // Capture files: each splittable file is read as one split per worker (interleaved
     // chunks of records), so every worker decodes. --rebalance reads them whole.
     auto src = !a.interface.empty() ? rill::pcap_source::live(a.interface)
@@ -289,7 +313,9 @@ int main(int argc, char** argv) {
     absl::flat_hash_set<rill::flow_key> conversations;
     std::size_t lines = 0;
     int write_errno = 0;  // of the first failed write to --output
-    const line_writer writer{&out, &conversations, &lines, a.enrich, [&](int err) {
+    netflow::traffic_report report{a.window};
+    const line_writer writer{&out, &conversations, &lines, a.report_path.empty() ? nullptr : &report, a.enrich,
+                             [&](int err) {
                                write_errno = err;
                                rt.request_stop();  // nothing more can be written: stop reading
                              }};
@@ -312,12 +338,15 @@ int main(int argc, char** argv) {
 
     // 2. Run it; --progress: packets/s over the last second, from the runtime's control thread.
     rill_examples::interval_rate rate{0, std::chrono::steady_clock::now()};
+    const bool tty = ::isatty(STDERR_FILENO) == 1;
     auto progress = [&](const rill::run_progress&) {
       const auto n = stats->packets.load();
-      std::cerr << "netflow: " << n << " packets, "
-                << std::uint64_t(rate.sample(n, std::chrono::steady_clock::now()) + 0.5) << " packets/s\n";
+      std::cerr << (tty ? "\r" : "") << "netflow: " << n << " packets, "
+                << std::uint64_t(rate.sample(n, std::chrono::steady_clock::now()) + 0.5) << " packets/s"
+                << (tty ? "\033[K" : "\n") << std::flush;
     };
     const auto rep = rt.run(job, {.progress = a.progress ? std::function(progress) : nullptr});
+    if (a.progress && tty) std::cerr << '\n';  // end the updating line
 
     // 3. The report.
     const bool output_ok = finish_output(out, a.output, write_errno);
@@ -330,6 +359,14 @@ int main(int argc, char** argv) {
       summary_out.flush();
       if (!(summary_ok = bool(summary_out)))
         std::cerr << "netflow: error: writing --summary " << a.summary_path << " failed\n";
+    }
+    if (!a.report_path.empty()) {
+      report.write_html(report_file, summary);
+      report_file.flush();
+      if (!report_file) {
+        std::cerr << "netflow: error: writing --report " << a.report_path << " failed\n";
+        summary_ok = false;
+      }
     }
     for (const auto& e : rep.errors) std::cerr << "netflow: error: " << e << '\n';
     return rep.errors.empty() && enrich_errors->load() == 0 && output_ok && summary_ok ? 0 : 1;

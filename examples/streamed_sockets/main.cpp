@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "cli_checks.hpp"
 #include "roles.hpp"
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
                  "bytes buffered per TCP destination before backpressure")
       ->check(rill_examples::whole_number(1, pib));
   app.add_flag("--nagle", c.nagle, "leave Nagle's algorithm on (default: TCP_NODELAY)");
+  app.add_option("--metrics-port", c.metrics_port,
+                 "serve Prometheus metrics on 127.0.0.1:PORT/metrics while running (0 = off)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -93,6 +96,13 @@ int main(int argc, char** argv) {
         {"generator", streamed_sockets::generator}, {"indexer", streamed_sockets::relay},
         {"forwarder", streamed_sockets::relay},     {"processor", streamed_sockets::relay},
         {"terminator", streamed_sockets::terminator}};
+    std::optional<rill::prometheus_server> metrics;
+    if (c.metrics_port)
+      metrics.emplace("127.0.0.1", c.metrics_port, [m = c.metrics] {
+        std::string text;
+        m->write_prometheus(text);
+        return text;
+      });
     return roles.at(c.role)(c);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "streamed_sockets %s: %s\n", c.role.c_str(), e.what());

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "rill/connectors/fan_out.hpp"
+#include "rill/core/metrics.hpp"
+#include "rill/core/prometheus_server.hpp"
 #include "rill/connectors/file_sink.hpp"
 #include "rill/connectors/tcp_sink.hpp"
 #include "rill/connectors/tcp_source.hpp"
@@ -42,6 +44,9 @@ struct config {
   bool nagle = false, quiet = false;
   std::size_t buffer_bytes = std::size_t{1} << 20;         // per TCP destination (bounded queue)
   std::uint64_t segment_records = std::uint64_t{1} << 20;  // 32 MiB segment files
+  std::uint16_t metrics_port = 0;  // Prometheus endpoint on 127.0.0.1 (0 = off)
+  // The role's metrics (one cell: each role runs one io thread); served on metrics_port.
+  std::shared_ptr<rill::metrics_registry> metrics = std::make_shared<rill::metrics_registry>(1);
 };
 
 inline std::uint64_t now_ns() {

@@ -29,6 +29,8 @@
 
 #include "rill/core/error.hpp"
 #include "rill/core/record.hpp"
+#include "rill/core/metrics.hpp"
+#include "rill/core/prometheus_server.hpp"
 #include "rill/core/runtime.hpp"
 #include "rill/core/source.hpp"
 #include "rill/core/time.hpp"

@@ -65,6 +65,8 @@ class bounded_inbox {
   bool try_pop(T& out) noexcept { return ring_.try_pop(out); }
   /// Stale snapshot.
   bool was_empty() const noexcept { return ring_.was_empty(); }
+  /// Batches queued: a stale snapshot (any thread).
+  std::size_t was_size() const noexcept { return ring_.was_size(); }
 
  private:
   mpmc_ring<T> ring_;
@@ -120,6 +122,8 @@ class exchange {
   void broadcast(std::size_t from, const envelope<T>& e) {
     for (std::size_t to = 0; to < workers_; ++to) push(from, to, envelope<T>{e});
   }
+  /// Batches waiting in worker `to`'s inbox: a stale snapshot, any thread (metrics).
+  std::size_t inbox_depth(std::size_t to) const noexcept { return in_[to].inbox->was_size(); }
   /// Sends every pending batch of worker `from`, and flushes worker `from`'s own consumer
   /// stage when envelopes were delivered to it in place. Returns false if some inbox (or
   /// that stage) was full (call again later).

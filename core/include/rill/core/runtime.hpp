@@ -6,7 +6,7 @@
 //   (rill::run_options      per run: stop when idle, progress callback; run_control.hpp)
 //   rill::job               a complete pipeline (source ... sink), type-erased
 //   rill::job_builder       what a job's build function uses to instantiate itself
-//   rill::run_report        stage counters, errors, elapsed time
+//   rill::run_report        stage counters, errors, stalls, elapsed time, the metrics
 //
 // Example (compiled by tests/banner_examples.py):
 //   #include <rill/operators/stream.hpp>
@@ -41,6 +41,13 @@
 // capture) do not throw: they are in report.errors, after the records before them went
 // through the pipeline.
 //
+// Observability (docs/design.md "Metrics"): runtime::metrics() is the registry of user
+// metrics (one cell per worker); metrics_port > 0 serves every stage's counters, the
+// workers' time accounting, stalls and the registry in the Prometheus text format 0.0.4
+// at http://metrics_address:metrics_port/metrics, on a thread of its own
+// (rill::prometheus_server, never a worker). stall_threshold > 0 times every loop turn: one that lasts longer is
+// reported once on stderr and in run_report::stalls, with the operator that was running.
+//
 // Thread safety: run() from one thread at a time. request_stop() from any thread, and from
 // a signal handler context (it only sets an atomic).
 #pragma once
@@ -48,6 +55,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -55,6 +63,8 @@
 #include <thread>
 #include <vector>
 
+#include "rill/core/metrics.hpp"
+#include "rill/core/prometheus_server.hpp"
 #include "rill/core/run_control.hpp"
 #include "rill/core/stage.hpp"
 #include "rill/core/topology.hpp"
@@ -75,6 +85,14 @@ struct runtime_options {
   bool handle_signals = false;
   /// Period of worker tickers (idle-input detection), processing time.
   std::chrono::milliseconds tick{50};
+  /// TCP port of the Prometheus endpoint (GET /metrics); 0 = off. Bound by the
+  /// constructor: a port in use throws config_error("runtime.metrics_port").
+  std::uint16_t metrics_port = 0;
+  /// Address the endpoint binds; loopback unless the scraper runs on another host.
+  std::string metrics_address = "127.0.0.1";
+  /// A worker loop turn at least this long is a stall (Seastar's reactor stall detector):
+  /// counted, printed once on stderr and listed in run_report::stalls. 0 = off.
+  std::chrono::milliseconds stall_threshold{100};
 };
 
 struct run_report {
@@ -82,6 +100,11 @@ struct run_report {
   std::vector<std::string> errors;  ///< source errors, in the order they happened
   bool stopped = false;             ///< ended by request_stop()/signal, not end of stream
   double elapsed_s = 0;
+  /// Stalls of this run (runtime_options::stall_threshold), in the order they ended.
+  std::vector<stall_event> stalls;
+  /// The runtime's registry (runtime::metrics()): typed access, e.g.
+  /// rep.metrics->merged(latency_id).quantile(0.99). Never null after run().
+  std::shared_ptr<const metrics_registry> metrics;
   /// Totals of the stage called `name` (zeros if none).
   stage_totals stage(const std::string& name) const {
     for (const auto& s : stages)
@@ -156,11 +179,22 @@ class runtime {
   /// A source read error, recorded into the report. Any thread.
   void report_error(std::string message);
 
+  /// The registry of user metrics: register at any time (add_*), write each worker's
+  /// cell on that worker, read anywhere; exposed on the metrics endpoint and in every
+  /// run_report. Cells keep counting across runs (Prometheus counters never reset).
+  metrics_registry& metrics() noexcept { return *metrics_; }
+  /// The port the metrics endpoint listens on; 0 when off. Any thread.
+  std::uint16_t metrics_port() const noexcept;
+  /// The Prometheus text exposition the endpoint serves, as of now. Any thread.
+  std::string prometheus_text();
+
  private:
   friend class job_builder;
   struct control;
+  struct scrape_state;
   void sink_finished();
   control& control_loop();
+  std::unique_ptr<worker> make_worker(std::size_t i) const;
 
   runtime_options opts_;
   rill::topology topo_;
@@ -172,6 +206,11 @@ class runtime {
   std::vector<std::string> errors_;
   std::function<void()> on_all_done_;
   std::unique_ptr<control> control_;  // the control thread, see the banner
+  std::shared_ptr<metrics_registry> metrics_;
+  std::shared_ptr<job_metrics> running_;  // under mu_: the current run's stages
+  std::int64_t run_start_ns_ = 0;         // under mu_
+  std::unique_ptr<scrape_state> scrape_;  // the previous scrape, for per-second gauges
+  std::unique_ptr<prometheus_server> endpoint_;  // the metrics thread, see the banner
 };
 
 }  // namespace rill

@@ -123,9 +123,9 @@ template <class Reader, class T>
 class source_driver : public std::enable_shared_from_this<source_driver<Reader, T>> {
  public:
   source_driver(Reader reader, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
-                stage_counters& counters, std::size_t slice = 256)
+                stage_counters& counters, std::size_t slice = 256, const std::string* name = nullptr)
       : reader_(std::move(reader)), head_(head), input_(input), rt_(rt), w_(w),
-        counters_(counters), timer_(w.context()), slice_(slice) {
+        counters_(counters), timer_(w.context()), slice_(slice), name_(name) {
     if constexpr (partitioned_reader<Reader>) partitions_.emplace(reader_.partition_idle_timeout());
   }
 
@@ -136,12 +136,16 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   using clock = std::chrono::steady_clock;
 
   void step() {
+    turn_scope turn{&w_};  // one loop turn: busy time and the stall detector
     if (ended_) return drain();
     if (rt_.stop_requested()) return finish();
     if (!head_->on_flush()) return blocked();
     const auto now = clock::now();
     if (blocked_) {
       blocked_ = false;
+      auto& bp = w_.stats().backpressured_ns;
+      bp.store(bp.load(std::memory_order_relaxed) + std::uint64_t((now - blocked_since_).count()),
+               std::memory_order_relaxed);
       if constexpr (partitioned_reader<Reader>) partitions_->touch(now);
       if constexpr (backpressure_aware_reader<Reader>) reader_.on_resume();
     }
@@ -152,6 +156,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
       }
     }
     std::size_t n = 0;
+    operator_scope op{operator_slot(&w_), name_};
     const auto st = reader_.poll(
         [&](record<T>&& r) {
           if constexpr (partitioned_reader<Reader>) {
@@ -240,6 +245,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   stage_counters& counters_;
   boost::asio::steady_timer timer_;
   std::size_t slice_;
+  const std::string* name_;  ///< the source stage's name (job_metrics), for the stall detector
   event_time largest_ = event_time_min, sent_ = event_time_min;
   std::optional<partition_progress> partitions_;  ///< partitioned_reader only
   std::vector<std::int32_t> held_;

@@ -4,7 +4,9 @@
 // Defines:
 //   rill::stage_in<T>       consumer side of one operator instance: records, event-time
 //                           progress and end-of-input, all on the instance's worker
-//   rill::stage_counters    per stage and worker: records in/out, late, errors
+//   rill::stage_counters    per stage and worker: records in/out, late, errors, watermark
+//   rill::stage_kind        source or operator (how the metrics endpoint names its counts)
+//   rill::job_metrics       every stage's counters of one run
 //   rill::build_context     what a stage factory sees while the runtime instantiates a job
 //
 // Example (namespace scope, compiled by tests/banner_examples.py; an operator that
@@ -37,11 +39,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "rill/core/metrics.hpp"
 #include "rill/core/record.hpp"
 #include "rill/core/time.hpp"
 
@@ -69,8 +74,11 @@ class stage_in {
 /// Counters of one stage on one worker. Written by that worker only (relaxed atomics so
 /// a progress reporter on another thread may read them); one cache line each.
 /// `discarded`: window states dropped unemitted by a stop (window_options::on_stop).
+/// `watermark`: the stage's current event-time watermark in ns since the epoch
+/// (event_time_min's count = none yet); set by stages that keep one (windows).
 struct alignas(64) stage_counters {
   std::atomic<std::uint64_t> in{0}, out{0}, late{0}, errors{0}, discarded{0};
+  std::atomic<std::int64_t> watermark{std::numeric_limits<std::int64_t>::min()};
   /// c += n as a relaxed load and store (no read-modify-write: one writer). Owning
   /// worker only.
   void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
@@ -84,6 +92,10 @@ struct stage_totals {
   std::uint64_t in = 0, out = 0, late = 0, errors = 0, discarded = 0;
 };
 
+/// What a stage is, for the metrics endpoint: a source's `out` is also exposed as its
+/// records in (Flink's numRecordsIn of a source: records read from the external system).
+enum class stage_kind { op, source };
+
 /// Stage counters of a whole job: one row of `workers` counters per stage.
 /// Stages are registered while the job is built (one thread); counters are then updated
 /// by workers and read by anyone.
@@ -92,14 +104,56 @@ class job_metrics {
   /// One counter row per stage, `workers` counters per row. Build time.
   explicit job_metrics(std::size_t workers) : workers_(workers) {}
   /// Registers a stage (returns its index). Build time only.
-  std::size_t add_stage(std::string name) {
+  std::size_t add_stage(std::string name, stage_kind kind = stage_kind::op) {
+    std::size_t same = 1;
+    for (const auto& n : names_) same += n == name;
+    labels_.push_back(same == 1 ? name : name + "#" + std::to_string(same));
     names_.push_back(std::move(name));
+    kinds_.push_back(kind);
     rows_.push_back(std::make_unique<stage_counters[]>(workers_));
     return rows_.size() - 1;
   }
   /// The counters of `stage` on `worker` (preconditions: both in range). Written by that
   /// worker only.
   stage_counters& at(std::size_t stage, std::size_t worker) noexcept { return rows_[stage][worker]; }
+  const stage_counters& at(std::size_t stage, std::size_t worker) const noexcept { return rows_[stage][worker]; }
+  /// Stages registered; their names and kinds (index = add_stage's result). Stable once
+  /// the job is built.
+  std::size_t stage_count() const noexcept { return rows_.size(); }
+  const std::string& name(std::size_t stage) const noexcept { return names_[stage]; }
+  /// The stage's `operator` label on the metrics endpoint: its name, with "#k" added for
+  /// the k-th stage of the same name (netflow's three "enrich" stages: enrich, enrich#2,
+  /// enrich#3), so that every series is unique.
+  const std::string& label(std::size_t stage) const noexcept { return labels_[stage]; }
+  stage_kind kind(std::size_t stage) const noexcept { return kinds_[stage]; }
+  std::size_t workers() const noexcept { return workers_; }
+
+  /// A gauge read when the metrics are exposed (a queue depth): `read` runs on the
+  /// endpoint's thread, concurrently with the workers, and must only load atomics.
+  struct gauge_fn {
+    std::string name, help;
+    metric_labels labels;
+    std::function<double()> read;
+  };
+  /// Registers one series of a gauge read at exposition. Build time only.
+  void add_gauge_fn(std::string name, std::string help, metric_labels labels, std::function<double()> read) {
+    gauge_fns_.push_back({std::move(name), std::move(help), std::move(labels), std::move(read)});
+  }
+  const std::vector<gauge_fn>& gauge_fns() const noexcept { return gauge_fns_; }
+  /// A summary read when the metrics are exposed: `read` returns a copy of a histogram
+  /// (rill::histogram reads are safe concurrently with its writers), exposed times
+  /// `scale`. Same thread rules as gauge_fn. Build time only.
+  struct summary_fn {
+    std::string name, help;
+    metric_labels labels;
+    std::function<histogram()> read;
+    double scale = 1.0;
+  };
+  void add_summary_fn(std::string name, std::string help, metric_labels labels, std::function<histogram()> read,
+                      double scale) {
+    summary_fns_.push_back({std::move(name), std::move(help), std::move(labels), std::move(read), scale});
+  }
+  const std::vector<summary_fn>& summary_fns() const noexcept { return summary_fns_; }
   /// Every stage's counters summed over workers, in registration order. Any thread
   /// (relaxed reads: exact once the run has ended).
   std::vector<stage_totals> totals() const {
@@ -121,7 +175,10 @@ class job_metrics {
 
  private:
   std::size_t workers_;
-  std::vector<std::string> names_;
+  std::deque<std::string> names_, labels_;  // deques: name() references stay valid
+  std::vector<stage_kind> kinds_;
+  std::vector<gauge_fn> gauge_fns_;
+  std::vector<summary_fn> summary_fns_;
   std::vector<std::unique_ptr<stage_counters[]>> rows_;
 };
 

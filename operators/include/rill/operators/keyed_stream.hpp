@@ -89,6 +89,7 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
     const auto w = agg.watermark();
     if (w > sent) {
       sent = w;
+      if (w < event_time_max) c->watermark.store(w.time_since_epoch().count(), std::memory_order_relaxed);
       down->on_progress(0, w);
     }
   }

@@ -113,6 +113,18 @@ struct shared_sink_traits<std::shared_ptr<S>> : std::true_type {
   using element = S;
 };
 
+/// An operator's name and its worker's operator slot (null: stall detection off), for
+/// operator_scope. `name` points into a string the job keeps alive for the run.
+struct named_op {
+  std::atomic<const std::string*>* slot = nullptr;
+  const std::string* name = nullptr;
+};
+
+/// The named_op of an instance built in `ctx` named `*name`.
+inline named_op named_op_of(const build_context& ctx, const std::string* name) noexcept {
+  return named_op{operator_slot(ctx.w), name};
+}
+
 /// Shared pass-through of the control path.
 template <class In, class Out>
 struct forwarding_stage : stage_in<In> {
@@ -125,18 +137,29 @@ struct forwarding_stage : stage_in<In> {
 template <class T, class U, class F>
 struct map_stage final : forwarding_stage<T, U> {
   F f;
-  explicit map_stage(F fn) : f(std::move(fn)) {}
+  named_op op;
+  map_stage(F fn, named_op o) : f(std::move(fn)), op(o) {}
   void on_record(std::size_t in, record<T>&& r) override {
-    this->down->on_record(in, record<U>{U(f(std::move(r.value))), r.time, r.position, std::move(r.ack)});
+    U u = [&] {
+      operator_scope running{op.slot, op.name};
+      return U(f(std::move(r.value)));
+    }();
+    this->down->on_record(in, record<U>{std::move(u), r.time, r.position, std::move(r.ack)});
   }
 };
 
 template <class T, class F>
 struct filter_stage final : forwarding_stage<T, T> {
   F f;
-  explicit filter_stage(F fn) : f(std::move(fn)) {}
+  named_op op;
+  filter_stage(F fn, named_op o) : f(std::move(fn)), op(o) {}
   void on_record(std::size_t in, record<T>&& r) override {
-    if (f(static_cast<const T&>(r.value))) this->down->on_record(in, std::move(r));
+    bool keep;
+    {
+      operator_scope running{op.slot, op.name};
+      keep = f(static_cast<const T&>(r.value));
+    }
+    if (keep) this->down->on_record(in, std::move(r));
   }
 };
 
@@ -155,8 +178,11 @@ struct emitter {
 template <class T, class U, class F>
 struct flat_map_stage final : forwarding_stage<T, U> {
   F f;
-  explicit flat_map_stage(F fn) : f(std::move(fn)) {}
+  named_op op;
+  flat_map_stage(F fn, named_op o) : f(std::move(fn)), op(o) {}
   void on_record(std::size_t in, record<T>&& r) override {
+    // The scope covers the stages downstream of the emitter too: they mark themselves.
+    operator_scope running{op.slot, op.name};
     emitter<U> e{this->down, in, nullptr, r.time, r.position, std::move(r.ack)};
     if constexpr (std::is_invocable_v<F&, T&&, emitter<U>&>) {
       f(std::move(r.value), e);
@@ -249,6 +275,7 @@ struct window_sort_stage final : stage_in<T> {
     const auto w = sorter.watermark();
     if (w > sent) {
       sent = w;
+      if (w < event_time_max) c->watermark.store(w.time_since_epoch().count(), std::memory_order_relaxed);
       down->on_progress(0, w);
     }
   }
@@ -286,8 +313,10 @@ struct sink_stage final : stage_in<T> {
   stage_counters* c;
   sink_stage(F fn, std::size_t inputs, std::function<void()> d, stage_counters* cs)
       : f(std::move(fn)), inputs_left(inputs), done(std::move(d)), c(cs) {}
+  named_op op;
   void on_record(std::size_t, record<T>&& r) override {
     c->add(c->in);
+    operator_scope running{op.slot, op.name};
     if constexpr (std::is_invocable_v<F&, record<T>&&>) f(std::move(r));
     else if constexpr (std::is_invocable_v<F&, T&&>) f(std::move(r.value));
     else f(static_cast<const T&>(r.value));
@@ -310,8 +339,10 @@ struct shared_sink_stage final : stage_in<T> {
                     std::function<void()> d, stage_counters* cs)
       : s(std::move(sp)), worker(w), inputs_left(inputs), frontier(inputs, event_time_min),
         done(std::move(d)), c(cs) {}
+  named_op op;
   void on_record(std::size_t, record<T>&& r) override {
     c->add(c->in);
+    operator_scope running{op.slot, op.name};
     s->write(worker, std::move(r));
   }
   /// Optional sink backpressure: a sink with `bool flush(worker)` is asked before each
@@ -349,43 +380,52 @@ class stream {
   using attach_fn = std::function<void(job_builder&, stage_factory<T>)>;
   explicit stream(attach_fn a) : attach_(std::move(a)) {}
 
+  /// U f(T&&) on every record. `name` names the operator for the stall detector
+  /// (runtime_options::stall_threshold); map, filter and flat_map keep no counters.
   template <class F>
-  auto map(F f) && {
+  auto map(F f, std::string name = "map") && {
     using U = typename detail::map_result<T, F>::type;
     static_assert(!std::is_void_v<U>, "rill::stream<T>::map(f): f must return a value (U f(T&&))");
-    return stream<U>([prev = std::move(attach_), f](job_builder& b, stage_factory<U> down) {
-      prev(b, [f, down](build_context& ctx) -> stage_in<T>* {
-        auto* s = ctx.make<detail::map_stage<T, U, F>>(f);
+    auto n = std::make_shared<std::string>(std::move(name));
+    return stream<U>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<U> down) {
+      prev(b, [f, down, n](build_context& ctx) -> stage_in<T>* {
+        ctx.keep_alive->push_back(n);
+        auto* s = ctx.make<detail::map_stage<T, U, F>>(f, detail::named_op_of(ctx, n.get()));
         s->down = down(ctx);
         return s;
       });
     });
   }
 
+  /// Keeps the records for which bool f(const T&) is true. `name`: as for map.
   template <class F>
-  stream<T> filter(F f) && {
+  stream<T> filter(F f, std::string name = "filter") && {
     static_assert(std::is_invocable_r_v<bool, F&, const T&>,
                   "rill::stream<T>::filter(f): accepted signature is bool f(const T&)");
-    return stream<T>([prev = std::move(attach_), f](job_builder& b, stage_factory<T> down) {
-      prev(b, [f, down](build_context& ctx) -> stage_in<T>* {
-        auto* s = ctx.make<detail::filter_stage<T, F>>(f);
+    auto n = std::make_shared<std::string>(std::move(name));
+    return stream<T>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<T> down) {
+      prev(b, [f, down, n](build_context& ctx) -> stage_in<T>* {
+        ctx.keep_alive->push_back(n);
+        auto* s = ctx.make<detail::filter_stage<T, F>>(f, detail::named_op_of(ctx, n.get()));
         s->down = down(ctx);
         return s;
       });
     });
   }
 
-  /// U must be given when f uses the emitter form: flat_map<U>(f).
+  /// U must be given when f uses the emitter form: flat_map<U>(f). `name`: as for map.
   template <class U = void, class F>
-  auto flat_map(F f) && {
+  auto flat_map(F f, std::string name = "flat_map") && {
     using Out = typename detail::flat_map_result<T, F, U>::type;
     static_assert(std::is_invocable_v<F&, T&&, detail::emitter<Out>&> ||
                       detail::returns_range<F, T>::value,
                   "rill::stream<T>::flat_map(f): accepted signatures are "
                   "void f(T&&, Emit&) with flat_map<U>(f), or Range<U> f(T&&)");
-    return stream<Out>([prev = std::move(attach_), f](job_builder& b, stage_factory<Out> down) {
-      prev(b, [f, down](build_context& ctx) -> stage_in<T>* {
-        auto* s = ctx.make<detail::flat_map_stage<T, Out, F>>(f);
+    auto n = std::make_shared<std::string>(std::move(name));
+    return stream<Out>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<Out> down) {
+      prev(b, [f, down, n](build_context& ctx) -> stage_in<T>* {
+        ctx.keep_alive->push_back(n);
+        auto* s = ctx.make<detail::flat_map_stage<T, Out, F>>(f, detail::named_op_of(ctx, n.get()));
         s->down = down(ctx);
         return s;
       });
@@ -419,8 +459,14 @@ class stream {
           auto ctx = b.context(w, total);
           auto* head = down(ctx);
           auto* wk = ctx.w;
+          b.metrics().add_gauge_fn("rill_queue_depth_batches", "Batches waiting in an exchange inbox (256 records each)",
+                                   {{"queue", "key_by"}, {"worker", std::to_string(w)}},
+                                   [ex, w] { return double(ex->inbox_depth(w)); });
           ex->bind_consumer(w, [wk](std::function<void()> fn) {
-            boost::asio::post(wk->context(), std::move(fn));
+            boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
+              turn_scope turn{wk};
+              fn();
+            });
           }, head, total);
         }
       });
@@ -449,7 +495,10 @@ class stream {
           auto* head = down(ctx);
           auto* wk = ctx.w;
           ex->bind_consumer(w, b.rt().node_of(w), head, [wk](std::function<void()> fn) {
-            boost::asio::post(wk->context(), std::move(fn));
+            boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
+              turn_scope turn{wk};
+              fn();
+            });
           });
           // Idle workers look at their ring (and steal) and forward frontiers every tick.
           ctx.add_ticker([ex, w](steady_time) {
@@ -506,14 +555,18 @@ class stream {
           using E = typename detail::shared_sink_traits<S>::element;
           static_assert(sink_of<E, T>, "rill::stream<T>::sink(std::shared_ptr<S>): S must model "
                                        "rill::sink_of<T> (write, progress, end per worker)");
-          st = ctx.make<detail::shared_sink_stage<T, E>>(
+          auto* ss = ctx.make<detail::shared_sink_stage<T, E>>(
               s, ctx.worker_id, ctx.inputs, ctx.sink_done, c);
+          ss->op = detail::named_op_of(ctx, &b.metrics().name(idx));
+          st = ss;
         } else {
           static_assert(std::is_invocable_v<S&, record<T>&&> || std::is_invocable_v<S&, T&&> ||
                             std::is_invocable_v<S&, const T&>,
                         "rill::stream<T>::sink(s): accepted are void f(T&&), void f(const T&), "
                         "void f(record<T>&&), or std::shared_ptr<S> with S a rill::sink_of<T>");
-          st = ctx.make<detail::sink_stage<T, S>>(s, ctx.inputs, ctx.sink_done, c);
+          auto* ss = ctx.make<detail::sink_stage<T, S>>(s, ctx.inputs, ctx.sink_done, c);
+          ss->op = detail::named_op_of(ctx, &b.metrics().name(idx));
+          st = ss;
         }
         if (ctx.inputs == 0) b.on_start(ctx.worker_id, ctx.sink_done);
         return st;
@@ -535,7 +588,7 @@ stream<typename S::value_type> from(S src, std::string name = "source") {
   using T = typename S::value_type;
   auto shared = std::make_shared<S>(std::move(src));
   return stream<T>([shared, name](job_builder& b, stage_factory<T> down) {
-    const auto idx = b.metrics().add_stage(name);
+    const auto idx = b.metrics().add_stage(name, stage_kind::source);
     const std::size_t n = b.workers();
     const std::size_t splits = split_count_of(*shared, n);
     for (std::size_t w = 0; w < n && w < splits; ++w) {
@@ -546,7 +599,8 @@ stream<typename S::value_type> from(S src, std::string name = "source") {
       for (std::size_t li = 0; li < mine.size(); ++li) {
         using R = decltype(shared->open(std::size_t{}));
         auto d = std::make_shared<source_driver<R, T>>(shared->open(mine[li]), head, li, b.rt(),
-                                                      *ctx.w, ctx.metrics->at(idx, w));
+                                                      *ctx.w, ctx.metrics->at(idx, w), 256,
+                                                      &b.metrics().name(idx));
         b.on_start(w, [d] { d->start(); });
       }
     }
