@@ -55,6 +55,8 @@
 
 namespace rill {
 
+struct join_options;  // <rill/operators/join.hpp>
+
 namespace detail {
 
 template <class K, class T, class KeyFn, class Assigner, class Agg, class Late>
@@ -259,6 +261,19 @@ class keyed_stream {
     return {std::move(s_), std::move(key_), a, o, nullptr, "window"};
   }
 
+  /// Interval join with `other` (same key type K): left a and right b match when
+  /// a.t + lower <= b.t <= a.t + upper. Returns a rill::join_stream; the rules and the
+  /// result functions are in <rill/operators/join.hpp>. Throws rill::config_error
+  /// ("join.lower" when lower > upper, and join_options::validate's keys).
+  template <class K2, class B, class KeyB>
+  auto interval_join(keyed_stream<K2, B, KeyB>&& other, std::chrono::nanoseconds lower,
+                     std::chrono::nanoseconds upper, join_options o = {}) &&;
+  /// Window join with `other` (same key type K) in tumbling or sliding windows `a`
+  /// (<rill/operators/join.hpp>). Throws rill::config_error (the assigner's and
+  /// join_options::validate's keys).
+  template <class K2, class B, class KeyB, class Assigner>
+  auto window_join(keyed_stream<K2, B, KeyB>&& other, Assigner a, join_options o = {}) &&;
+
   /// The values, on their key's worker (the key is dropped).
   stream<T> values() && {
     return std::move(s_).map([](detail::keyed<T>&& v) -> T { return std::move(v.value); });
@@ -281,8 +296,13 @@ class keyed_stream {
   }
 
  private:
+  template <class, class, class>
+  friend class keyed_stream;  // a join takes the other side's routed stream and key
   stream<detail::keyed<T>> s_;
   KeyFn key_;
 };
 
 }  // namespace rill
+
+// After keyed_stream: the joins of two keyed streams.
+#include "rill/operators/join.hpp"  // IWYU pragma: export

@@ -1,0 +1,518 @@
+// rill/operators/detail/join_state.hpp — the single-threaded state machines behind
+// <rill/operators/join.hpp>: the watermarks of a two-sided operator, the interval join and
+// the window join of one worker's instance. The DSL drives them; tests drive them directly.
+//
+// Rules (docs/design.md "Joins"; the public header repeats them for users):
+//   - each side has its own watermark (a rill::watermark_tracker over that side's inputs);
+//     the operator's watermark W is a tracker over the inputs of both sides (minimum over
+//     the active ones: an idle side stops holding W back, as Flink's withIdleness);
+//   - a side's effective watermark E_side = max(W_side, W);
+//   - interval join: left a and right b match when b.t in [a.t + lower, a.t + upper]
+//     (inclusive); a pair is emitted when its second record arrives, with time
+//     max(a.t, b.t); a stored record is dropped once the other side's E passes the last
+//     time a partner could have (left: E_right > a.t + upper; right: E_left > b.t - lower);
+//     a record is late when t < E_side at its arrival (its partners may be gone);
+//   - window join (tumbling, sliding): records are kept per (slice, key) and a window
+//     fires once W >= its end, emitting per key every (a, b) pair (inner) and, left outer,
+//     each left record of a key without right records in that window, with time
+//     end - 1 ns; a record is late when every window it is in has end <= W.
+//
+// Thread safety: distinct objects safe, shared objects unsafe; one worker owns an instance.
+// Callbacks run synchronously inside the calls and must not call back into the object.
+#pragma once
+
+#include <absl/container/flat_hash_map.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <limits>
+#include <numeric>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "rill/core/record.hpp"
+#include "rill/core/time.hpp"
+#include "rill/core/watermark.hpp"
+#include "rill/operators/keyed_window.hpp"
+#include "rill/operators/window.hpp"
+
+namespace rill::detail {
+
+enum class join_side : std::uint8_t { left = 0, right = 1 };
+
+constexpr join_side other_side(join_side s) noexcept {
+  return s == join_side::left ? join_side::right : join_side::left;
+}
+
+/// The token of an output made of two inputs (rill::join_acks rule): null when neither
+/// has one, the single token when only one has one or both share it, else a group.
+inline std::shared_ptr<ack_token> join_two_acks(const std::shared_ptr<ack_token>& a,
+                                                const std::shared_ptr<ack_token>& b) {
+  if (!a) return b;
+  if (!b || a == b) return a;
+  return std::make_shared<ack_group>(std::vector<std::shared_ptr<ack_token>>{a, b});
+}
+
+/// One stored record of a join side: time (ns), value, ack token (null without acks).
+template <class V>
+struct join_entry {
+  std::int64_t t;
+  V value;
+  std::shared_ptr<ack_token> ack;
+};
+
+/// The watermarks of a two-sided operator (see the banner): one tracker per side and one
+/// over all inputs (left inputs first, then right). A side with 0 inputs counts as ended.
+class join_watermarks {
+ public:
+  join_watermarks(std::size_t left_inputs, std::size_t right_inputs, std::chrono::nanoseconds max_delay,
+                  std::chrono::nanoseconds idle_timeout, steady_time now)
+      : nl_(std::max<std::size_t>(left_inputs, 1)),
+        side_{watermark_tracker{nl_, max_delay, idle_timeout, now},
+              watermark_tracker{std::max<std::size_t>(right_inputs, 1), max_delay, idle_timeout, now}},
+        all_(nl_ + std::max<std::size_t>(right_inputs, 1), max_delay, idle_timeout, now) {
+    if (left_inputs == 0) end(join_side::left, 0);
+    if (right_inputs == 0) end(join_side::right, 0);
+  }
+  void observe(join_side s, std::size_t input, event_time t, steady_time now) noexcept {
+    side_[idx(s)].observe(input, t, now);
+    all_.observe(offset(s) + input, t, now);
+  }
+  void end(join_side s, std::size_t input) noexcept {
+    side_[idx(s)].end(input);
+    all_.end(offset(s) + input);
+  }
+  void tick(steady_time now) noexcept {
+    side_[0].tick(now);
+    side_[1].tick(now);
+    all_.tick(now);
+  }
+  /// E_side = max(W_side, W): no record of side `s` below it can still arrive in time.
+  event_time effective(join_side s) const noexcept { return std::max(side_[idx(s)].current(), all_.current()); }
+  /// W, the operator's watermark (what goes downstream).
+  event_time combined() const noexcept { return all_.current(); }
+  const watermark_tracker& side(join_side s) const noexcept { return side_[idx(s)]; }
+
+ private:
+  static std::size_t idx(join_side s) noexcept { return std::size_t(s); }
+  std::size_t offset(join_side s) const noexcept { return s == join_side::left ? 0 : nl_; }
+  std::size_t nl_;
+  watermark_tracker side_[2];
+  watermark_tracker all_;
+};
+
+/// Counters and state size shared by both joins.
+struct join_stats {
+  std::size_t entries = 0, peak_entries = 0;
+  std::uint64_t late = 0, results = 0, discarded = 0;
+  void add_entry() noexcept {
+    ++entries;
+    peak_entries = std::max(peak_entries, entries);
+  }
+};
+
+constexpr std::int64_t ns_count(event_time t) noexcept { return t.time_since_epoch().count(); }
+
+/// The interval join of one instance (see the banner). K the key (==, copyable), A the
+/// left value, B the right value. `out.pair(key, a, b, time, ack)` receives each pair.
+///
+/// State: the records of each side that may still match, per key sorted by time, and one
+/// expiry list per side in buckets of `span` ns of expiry time (keys that stored a record
+/// of that bucket). Memory: O(records of the last (upper - lower) + max_delay + span of
+/// event time), independent of the stream's length.
+/// Cost per record: one hash lookup, a binary search and a scan of the matches in the
+/// other side's list, an insertion near the end of its own list (records arrive at most
+/// max_delay out of order), amortized O(1) expiry.
+template <class K, class A, class B>
+class interval_join_state {
+ public:
+  /// Preconditions (join.hpp validates them): lower <= upper, max_delay >= 0,
+  /// idle_timeout >= 0.
+  interval_join_state(std::chrono::nanoseconds lower, std::chrono::nanoseconds upper,
+                      std::chrono::nanoseconds max_delay, std::chrono::nanoseconds idle_timeout,
+                      std::size_t left_inputs, std::size_t right_inputs, steady_time now)
+      : lower_(lower.count()), upper_(upper.count()),
+        span_(std::max<std::int64_t>((upper - lower).count() / 2, 1'000'000)),
+        wm_(left_inputs, right_inputs, max_delay, idle_timeout, now) {}
+
+  /// A left record with `key` (and key_by's `hash`) arrives on left input `input`.
+  /// `late(record<A>&&)` gets it when it is late. Then W moves and expired state goes.
+  template <class Out, class Late>
+  void push_left(std::size_t input, const K& key, std::size_t hash, record<A>&& r, steady_time now, Out& out,
+                 Late&& late) {
+    push<join_side::left>(input, key, hash, std::move(r), now, out, late);
+  }
+  /// The same for a right record.
+  template <class Out, class Late>
+  void push_right(std::size_t input, const K& key, std::size_t hash, record<B>&& r, steady_time now, Out& out,
+                  Late&& late) {
+    push<join_side::right>(input, key, hash, std::move(r), now, out, late);
+  }
+  /// Progress marker: `input` of side `s` has seen everything up to `t`. (`Out` is
+  /// unused: the interval join emits on arrival only; the parameter keeps the window
+  /// join's shape.)
+  template <class Out>
+  void progress(join_side s, std::size_t input, event_time t, steady_time now, Out&) {
+    wm_.observe(s, input, t, now);
+    expire_both();
+  }
+  /// Input `input` of side `s` ended (counts as +infinity). Idempotent.
+  template <class Out>
+  void end(join_side s, std::size_t input, Out&) {
+    wm_.end(s, input);
+    expire_both();
+  }
+  /// Processing time advanced: silent inputs become idle.
+  template <class Out>
+  void tick(steady_time now, Out&) {
+    wm_.tick(now);
+    expire_both();
+  }
+  /// Drops every stored record, failing its ack token (a stop that discards). Returns
+  /// how many were dropped.
+  std::size_t discard() {
+    std::size_t n = 0;
+    for (auto& [hk, ks] : keys_) {
+      n += fail_all(ks.left) + fail_all(ks.right);
+    }
+    keys_.clear();
+    buckets_[0].clear();
+    buckets_[1].clear();
+    stats_.entries = 0;
+    stats_.discarded += n;
+    return n;
+  }
+
+  event_time watermark() const noexcept { return wm_.combined(); }
+  const join_watermarks& watermarks() const noexcept { return wm_; }
+  /// Records held now (both sides): the memory bound's unit.
+  std::size_t state_entries() const noexcept { return stats_.entries; }
+  std::size_t peak_state_entries() const noexcept { return stats_.peak_entries; }
+  std::size_t keys() const noexcept { return keys_.size(); }
+  std::uint64_t late() const noexcept { return stats_.late; }
+  std::uint64_t pairs() const noexcept { return stats_.results; }
+
+ private:
+  struct key_state {
+    std::vector<join_entry<A>> left;
+    std::vector<join_entry<B>> right;
+    std::int64_t bucket[2] = {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::min()};
+  };
+  using table = absl::flat_hash_map<hashed_key<K>, key_state, hashed_key_hash, hashed_key_eq>;
+
+  template <join_side S>
+  static auto& items(key_state& ks) noexcept {
+    if constexpr (S == join_side::left) return ks.left;
+    else return ks.right;
+  }
+  // Partners of a side-S record at t lie in [t + lo_off, t + hi_off] on the other side.
+  template <join_side S>
+  std::int64_t lo_off() const noexcept { return S == join_side::left ? lower_ : -upper_; }
+  template <join_side S>
+  std::int64_t hi_off() const noexcept { return S == join_side::left ? upper_ : -lower_; }
+
+  template <class V>
+  static std::size_t fail_all(std::vector<join_entry<V>>& v) noexcept {
+    for (auto& e : v)
+      if (e.ack) e.ack->fail();
+    return v.size();
+  }
+
+  template <join_side S, class V, class Out, class Late>
+  void push(std::size_t input, const K& key, std::size_t hash, record<V>&& r, steady_time now, Out& out,
+            Late& late) {
+    constexpr join_side O = other_side(S);
+    const std::int64_t t = ns_count(r.time);
+    const bool adv = advances_progress(r);
+    if (r.time < wm_.effective(S)) {
+      ++stats_.late;
+      wm_.observe(S, input, adv ? r.time : event_time_min, now);  // activity only: t < W
+      late(std::move(r));
+      return;
+    }
+    hashed_key<K> hk{key, hash};
+    auto it = keys_.find(hk);
+    if (it != keys_.end()) probe<S>(key, r.value, t, r.ack, items<O>(it->second), out);
+    // Stored only while a future in-time partner is possible: t + hi_off >= E_other.
+    if (wide(t) + hi_off<S>() >= wide(ns_count(wm_.effective(O)))) {
+      if (it == keys_.end()) it = keys_.try_emplace(std::move(hk)).first;
+      store<S>(it->first, it->second, t, std::move(r.value), std::move(r.ack));
+    }
+    wm_.observe(S, input, adv ? r.time : event_time_min, now);
+    expire_both();
+  }
+
+  template <join_side S, class V, class Stored, class Out>
+  void probe(const K& key, const V& v, std::int64_t t, const std::shared_ptr<ack_token>& ack,
+             const std::vector<join_entry<Stored>>& other, Out& out) {
+    const event_time lo = clamp_time(wide(t) + lo_off<S>()), hi = clamp_time(wide(t) + hi_off<S>());
+    auto p = std::lower_bound(other.begin(), other.end(), ns_count(lo),
+                              [](const join_entry<Stored>& e, std::int64_t x) { return e.t < x; });
+    for (; p != other.end() && p->t <= ns_count(hi); ++p) {
+      ++stats_.results;
+      const event_time when{std::chrono::nanoseconds{std::max(t, p->t)}};
+      if constexpr (S == join_side::left) out.pair(key, v, p->value, when, join_two_acks(ack, p->ack));
+      else out.pair(key, p->value, v, when, join_two_acks(p->ack, ack));
+    }
+  }
+
+  template <join_side S, class V>
+  void store(const hashed_key<K>& hk, key_state& ks, std::int64_t t, V&& v, std::shared_ptr<ack_token>&& ack) {
+    auto& list = items<S>(ks);
+    auto pos = list.end();
+    while (pos != list.begin() && std::prev(pos)->t > t) --pos;  // at most max_delay back
+    list.insert(pos, join_entry<std::remove_cvref_t<V>>{t, std::move(v), std::move(ack)});
+    stats_.add_entry();
+    const std::int64_t b = bucket_of(wide(t) + hi_off<S>());
+    std::int64_t& last = ks.bucket[std::size_t(S)];
+    if (b != last) {
+      buckets_[std::size_t(S)][b].push_back(hk);
+      last = std::max(last, b);
+    }
+  }
+
+  std::int64_t bucket_of(wide expiry) const noexcept {
+    return std::int64_t(floor_div_wide(ns_of(clamp_time(expiry)), span_));
+  }
+
+  void expire_both() {
+    expire<join_side::left>();
+    expire<join_side::right>();
+  }
+
+  // Drops side-S records whose last possible partner time is below E_other, bucket by
+  // bucket (a bucket goes once all of it has expired).
+  template <join_side S>
+  void expire() {
+    auto& bs = buckets_[std::size_t(S)];
+    const wide e = ns_of(wm_.effective(other_side(S)));
+    while (!bs.empty() && (wide(bs.begin()->first) + 1) * span_ <= e) {
+      for (const auto& hk : bs.begin()->second) {
+        auto it = keys_.find(hk);
+        if (it == keys_.end()) continue;
+        auto& list = items<S>(it->second);
+        auto stop = list.begin();
+        while (stop != list.end() && wide(stop->t) + hi_off<S>() < e) ++stop;
+        stats_.entries -= std::size_t(stop - list.begin());
+        list.erase(list.begin(), stop);
+        if (it->second.left.empty() && it->second.right.empty()) keys_.erase(it);
+      }
+      bs.erase(bs.begin());
+    }
+  }
+
+  std::int64_t lower_, upper_, span_;
+  join_watermarks wm_;
+  table keys_;
+  std::map<std::int64_t, std::vector<hashed_key<K>>> buckets_[2];
+  join_stats stats_;
+};
+
+/// Window arithmetic of tumbling and sliding windows over slices of gcd(size, slide)
+/// (window k covers [k*slide, k*slide + size), slice j covers [j*g, (j+1)*g)).
+struct slice_grid {
+  std::int64_t size, slide, slice;
+  wide k_first(wide j) const noexcept { return floor_div_wide(j * slice - size, slide) + 1; }
+  wide k_last(wide j) const noexcept { return floor_div_wide(j * slice, slide); }
+  wide first_slice(wide k) const noexcept { return k * slide / slice; }
+  wide end_slice(wide k) const noexcept { return (k * slide + size) / slice; }
+  event_time start(wide k) const noexcept { return clamp_time(k * slide); }
+  event_time end(wide k) const noexcept { return clamp_time(k * slide + size); }
+  wide k_passed(event_time w) const noexcept { return floor_div_wide(ns_of(w) - size, slide); }
+  std::int64_t slice_of(std::int64_t t) const noexcept { return floor_div(t, slice); }
+};
+
+inline slice_grid grid_of(const tumbling& a) noexcept { return {a.size.count(), a.size.count(), a.size.count()}; }
+inline slice_grid grid_of(const sliding& a) noexcept {
+  return {a.size.count(), a.slide.count(), std::gcd(a.size.count(), a.slide.count())};
+}
+
+/// The window join of one instance (see the banner). Assigner rill::tumbling or
+/// rill::sliding (validated by the caller). `out.pair(key, a, b, time, ack)` receives
+/// the pairs of a fired window and, when `Out::outer` is true (left outer join),
+/// `out.left_only(key, a, time, ack)` each left record of a key with no right record in
+/// that window.
+///
+/// State: every in-time record until the last window holding it fired: O(records in open
+/// windows). Firing a window costs O(its records + its pairs); sliding windows gather
+/// their slices per key.
+template <class K, class A, class B, class Assigner>
+class window_join_state {
+ public:
+  window_join_state(Assigner a, std::chrono::nanoseconds max_delay, std::chrono::nanoseconds idle_timeout,
+                    std::size_t left_inputs, std::size_t right_inputs, steady_time now)
+      : g_(grid_of(a)), wm_(left_inputs, right_inputs, max_delay, idle_timeout, now) {}
+
+  template <class Out, class Late>
+  void push_left(std::size_t input, const K& key, std::size_t hash, record<A>&& r, steady_time now, Out& out,
+                 Late&& late) {
+    push<join_side::left>(input, key, hash, std::move(r), now, out, late);
+  }
+  template <class Out, class Late>
+  void push_right(std::size_t input, const K& key, std::size_t hash, record<B>&& r, steady_time now, Out& out,
+                  Late&& late) {
+    push<join_side::right>(input, key, hash, std::move(r), now, out, late);
+  }
+  template <class Out>
+  void progress(join_side s, std::size_t input, event_time t, steady_time now, Out& out) {
+    wm_.observe(s, input, t, now);
+    fire(out);
+  }
+  template <class Out>
+  void end(join_side s, std::size_t input, Out& out) {
+    wm_.end(s, input);
+    fire(out);
+  }
+  template <class Out>
+  void tick(steady_time now, Out& out) {
+    wm_.tick(now);
+    fire(out);
+  }
+  /// Drops every open window unemitted, failing the ack tokens of its records. Returns
+  /// the number of records dropped.
+  std::size_t discard() {
+    std::size_t n = 0;
+    for (auto& [j, tab] : slices_)
+      for (auto& [hk, c] : tab) {
+        for (auto& e : c.left) n += fail(e);
+        for (auto& e : c.right) n += fail(e);
+      }
+    slices_.clear();
+    last_ = nullptr;
+    stats_.entries = 0;
+    stats_.discarded += n;
+    return n;
+  }
+
+  event_time watermark() const noexcept { return wm_.combined(); }
+  const join_watermarks& watermarks() const noexcept { return wm_; }
+  std::size_t state_entries() const noexcept { return stats_.entries; }
+  std::size_t peak_state_entries() const noexcept { return stats_.peak_entries; }
+  std::uint64_t late() const noexcept { return stats_.late; }
+  /// Results emitted (pairs and unmatched left records).
+  std::uint64_t results() const noexcept { return stats_.results; }
+
+ private:
+  struct cell {
+    std::vector<join_entry<A>> left;
+    std::vector<join_entry<B>> right;
+  };
+  using slice_table = absl::flat_hash_map<hashed_key<K>, cell, hashed_key_hash, hashed_key_eq>;
+
+  template <class V>
+  static std::size_t fail(join_entry<V>& e) noexcept {
+    if (e.ack) e.ack->fail();
+    return 1;
+  }
+
+  template <join_side S, class V, class Out, class Late>
+  void push(std::size_t input, const K& key, std::size_t hash, record<V>&& r, steady_time now, Out& out,
+            Late& late) {
+    const std::int64_t t = ns_count(r.time);
+    const std::int64_t j = g_.slice_of(t);
+    const bool adv = advances_progress(r);
+    if (g_.end(g_.k_last(j)) <= wm_.combined()) {  // every window of t has fired
+      ++stats_.late;
+      wm_.observe(S, input, adv ? r.time : event_time_min, now);
+      late(std::move(r));
+      return;
+    }
+    slice_table& tab = slice(j);
+    cell& c = tab[hashed_key<K>{key, hash}];
+    if constexpr (S == join_side::left) c.left.push_back({t, std::move(r.value), std::move(r.ack)});
+    else c.right.push_back({t, std::move(r.value), std::move(r.ack)});
+    stats_.add_entry();
+    wm_.observe(S, input, adv ? r.time : event_time_min, now);
+    fire(out);
+  }
+
+  // The last slice used is cached by pointer (map nodes stay put, also when the state
+  // object is moved; an iterator's end() would not).
+  slice_table& slice(std::int64_t j) {
+    if (last_ && last_j_ == j) return *last_;
+    last_j_ = j;
+    last_ = &slices_.try_emplace(j).first->second;
+    return *last_;
+  }
+
+  template <class Out>
+  void fire(Out& out) {
+    const event_time w = wm_.combined();
+    while (!slices_.empty()) {
+      const wide k = std::max(fired_k_ + 1, g_.k_first(slices_.begin()->first));
+      if (g_.end(k) > w) break;
+      emit_window(k, out);
+      fired_k_ = k;
+      while (!slices_.empty() && g_.k_last(slices_.begin()->first) <= fired_k_) {
+        for (const auto& [hk, c] : slices_.begin()->second) stats_.entries -= c.left.size() + c.right.size();
+        if (last_ == &slices_.begin()->second) last_ = nullptr;
+        slices_.erase(slices_.begin());
+      }
+    }
+    fired_k_ = std::max(fired_k_, g_.k_passed(w));  // passed windows without records never fire
+  }
+
+  template <class Out>
+  void emit_window(wide k, Out& out) {
+    const event_time e = g_.end(k);
+    const event_time t = e == event_time_min ? e : e - std::chrono::nanoseconds{1};
+    if (g_.slide == g_.size) {  // tumbling: window k is slice k
+      auto it = slices_.find(std::int64_t(k));
+      if (it == slices_.end()) return;
+      for (const auto& [hk, c] : it->second) emit_key(hk.key, c.left, c.right, t, out);
+      return;
+    }
+    struct gathered {
+      std::vector<const join_entry<A>*> left;
+      std::vector<const join_entry<B>*> right;
+    };
+    absl::flat_hash_map<hashed_key<K>, gathered, hashed_key_hash, hashed_key_eq> keys;
+    for (auto it = slices_.lower_bound(std::int64_t(g_.first_slice(k)));
+         it != slices_.end() && it->first < g_.end_slice(k); ++it)
+      for (const auto& [hk, c] : it->second) {
+        auto& gk = keys[hk];
+        for (const auto& x : c.left) gk.left.push_back(&x);
+        for (const auto& x : c.right) gk.right.push_back(&x);
+      }
+    for (const auto& [hk, gk] : keys) emit_key(hk.key, gk.left, gk.right, t, out);
+  }
+
+  template <class X>
+  static const X& deref(const X& x) noexcept { return x; }
+  template <class X>
+  static const X& deref(const X* x) noexcept { return *x; }
+
+  template <class RA, class RB, class Out>
+  void emit_key(const K& key, const RA& as, const RB& bs, event_time t, Out& out) {
+    for (const auto& ax : as) {
+      const auto& a = deref(ax);
+      if (bs.empty()) {
+        if constexpr (Out::outer) {
+          ++stats_.results;
+          out.left_only(key, a.value, t, a.ack);
+        }
+        continue;
+      }
+      for (const auto& bx : bs) {
+        const auto& b = deref(bx);
+        ++stats_.results;
+        out.pair(key, a.value, b.value, t, join_two_acks(a.ack, b.ack));
+      }
+    }
+  }
+
+  slice_grid g_;
+  join_watermarks wm_;
+  std::map<std::int64_t, slice_table> slices_;
+  slice_table* last_ = nullptr;
+  std::int64_t last_j_ = 0;
+  wide fired_k_ = wide(std::numeric_limits<std::int64_t>::min()) * 2;
+  join_stats stats_;
+};
+
+}  // namespace rill::detail
