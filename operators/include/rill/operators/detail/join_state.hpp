@@ -22,6 +22,7 @@
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 
 #include <algorithm>
 #include <chrono>
@@ -121,13 +122,15 @@ constexpr std::int64_t ns_count(event_time t) noexcept { return t.time_since_epo
 /// The interval join of one instance (see the banner). K the key (==, copyable), A the
 /// left value, B the right value. `out.pair(key, a, b, time, ack)` receives each pair.
 ///
-/// State: the records of each side that may still match, per key sorted by time, and one
-/// expiry list per side in buckets of `span` ns of expiry time (keys that stored a record
-/// of that bucket). Memory: O(records of the last (upper - lower) + max_delay + span of
-/// event time), independent of the stream's length.
-/// Cost per record: one hash lookup, a binary search and a scan of the matches in the
-/// other side's list, an insertion near the end of its own list (records arrive at most
-/// max_delay out of order), amortized O(1) expiry.
+/// State: per side, the records that may still match, in time slices of `span` =
+/// max((upper - lower) / 2, 1 ms) of event time, each slice a hash table key -> records
+/// (one record inline). A probe looks the key up in the at most 3 slices the partner
+/// range [t + lower, t + upper] (or [t - upper, t - lower]) overlaps; a slice goes whole
+/// once the other side's E has passed the last time any of its records could match, so
+/// expiry costs no per-key work. Small per-slice tables also keep the lookups in cache.
+/// Memory: the records of the last (upper - lower) / 2 + (upper or -lower) + max_delay
+/// of event time per side (plus the gap between the sides' watermarks), independent of
+/// the stream's length.
 template <class K, class A, class B>
 class interval_join_state {
  public:
@@ -176,13 +179,9 @@ class interval_join_state {
   /// Drops every stored record, failing its ack token (a stop that discards). Returns
   /// how many were dropped.
   std::size_t discard() {
-    std::size_t n = 0;
-    for (auto& [hk, ks] : keys_) {
-      n += fail_all(ks.left) + fail_all(ks.right);
-    }
-    keys_.clear();
-    buckets_[0].clear();
-    buckets_[1].clear();
+    const std::size_t n = stats_.entries;
+    fail_all(left_);
+    fail_all(right_);
     stats_.entries = 0;
     stats_.discarded += n;
     return n;
@@ -193,22 +192,28 @@ class interval_join_state {
   /// Records held now (both sides): the memory bound's unit.
   std::size_t state_entries() const noexcept { return stats_.entries; }
   std::size_t peak_state_entries() const noexcept { return stats_.peak_entries; }
-  std::size_t keys() const noexcept { return keys_.size(); }
   std::uint64_t late() const noexcept { return stats_.late; }
   std::uint64_t pairs() const noexcept { return stats_.results; }
 
  private:
-  struct key_state {
-    std::vector<join_entry<A>> left;
-    std::vector<join_entry<B>> right;
-    std::int64_t bucket[2] = {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::min()};
+  template <class V>
+  using list = absl::InlinedVector<join_entry<V>, 1>;
+  template <class V>
+  struct slice {
+    absl::flat_hash_map<hashed_key<K>, list<V>, hashed_key_hash, hashed_key_eq> keys;
+    std::size_t entries = 0;
   };
-  using table = absl::flat_hash_map<hashed_key<K>, key_state, hashed_key_hash, hashed_key_eq>;
+  template <class V>
+  struct store_t {
+    std::map<std::int64_t, slice<V>> slices;  // by floor(t / span)
+    slice<V>* last = nullptr;                 // the slice last stored into (nodes stay put)
+    std::int64_t last_j = 0;
+  };
 
   template <join_side S>
-  static auto& items(key_state& ks) noexcept {
-    if constexpr (S == join_side::left) return ks.left;
-    else return ks.right;
+  auto& side_store() noexcept {
+    if constexpr (S == join_side::left) return left_;
+    else return right_;
   }
   // Partners of a side-S record at t lie in [t + lo_off, t + hi_off] on the other side.
   template <join_side S>
@@ -217,10 +222,13 @@ class interval_join_state {
   std::int64_t hi_off() const noexcept { return S == join_side::left ? upper_ : -lower_; }
 
   template <class V>
-  static std::size_t fail_all(std::vector<join_entry<V>>& v) noexcept {
-    for (auto& e : v)
-      if (e.ack) e.ack->fail();
-    return v.size();
+  static void fail_all(store_t<V>& st) noexcept {
+    for (auto& [j, sl] : st.slices)
+      for (auto& [hk, l] : sl.keys)
+        for (auto& e : l)
+          if (e.ack) e.ack->fail();
+    st.slices.clear();
+    st.last = nullptr;
   }
 
   template <join_side S, class V, class Out, class Late>
@@ -236,48 +244,41 @@ class interval_join_state {
       return;
     }
     hashed_key<K> hk{key, hash};
-    auto it = keys_.find(hk);
-    if (it != keys_.end()) probe<S>(key, r.value, t, r.ack, items<O>(it->second), out);
+    probe<S>(hk, r.value, t, r.ack, side_store<O>(), out);
     // Stored only while a future in-time partner is possible: t + hi_off >= E_other.
     if (wide(t) + hi_off<S>() >= wide(ns_count(wm_.effective(O)))) {
-      if (it == keys_.end()) it = keys_.try_emplace(std::move(hk)).first;
-      store<S>(it->first, it->second, t, std::move(r.value), std::move(r.ack));
+      auto& st = side_store<S>();
+      const std::int64_t j = floor_div(t, span_);
+      if (!st.last || st.last_j != j) {
+        st.last = &st.slices[j];
+        st.last_j = j;
+      }
+      st.last->keys[std::move(hk)].push_back(join_entry<V>{t, std::move(r.value), std::move(r.ack)});
+      ++st.last->entries;
+      stats_.add_entry();
     }
     wm_.observe(S, input, adv ? r.time : event_time_min, now);
     expire_both();
   }
 
   template <join_side S, class V, class Stored, class Out>
-  void probe(const K& key, const V& v, std::int64_t t, const std::shared_ptr<ack_token>& ack,
-             const std::vector<join_entry<Stored>>& other, Out& out) {
-    const event_time lo = clamp_time(wide(t) + lo_off<S>()), hi = clamp_time(wide(t) + hi_off<S>());
-    auto p = std::lower_bound(other.begin(), other.end(), ns_count(lo),
-                              [](const join_entry<Stored>& e, std::int64_t x) { return e.t < x; });
-    for (; p != other.end() && p->t <= ns_count(hi); ++p) {
-      ++stats_.results;
-      const event_time when{std::chrono::nanoseconds{std::max(t, p->t)}};
-      if constexpr (S == join_side::left) out.pair(key, v, p->value, when, join_two_acks(ack, p->ack));
-      else out.pair(key, p->value, v, when, join_two_acks(p->ack, ack));
+  void probe(const hashed_key<K>& hk, const V& v, std::int64_t t, const std::shared_ptr<ack_token>& ack,
+             store_t<Stored>& other, Out& out) {
+    if (other.slices.empty()) return;
+    const std::int64_t lo = ns_count(clamp_time(wide(t) + lo_off<S>()));
+    const std::int64_t hi = ns_count(clamp_time(wide(t) + hi_off<S>()));
+    for (auto it = other.slices.lower_bound(floor_div(lo, span_)); it != other.slices.end() && it->first <= floor_div(hi, span_);
+         ++it) {
+      auto k = it->second.keys.find(hk);
+      if (k == it->second.keys.end()) continue;
+      for (const auto& e : k->second) {
+        if (e.t < lo || e.t > hi) continue;
+        ++stats_.results;
+        const event_time when{std::chrono::nanoseconds{std::max(t, e.t)}};
+        if constexpr (S == join_side::left) out.pair(hk.key, v, e.value, when, join_two_acks(ack, e.ack));
+        else out.pair(hk.key, e.value, v, when, join_two_acks(e.ack, ack));
+      }
     }
-  }
-
-  template <join_side S, class V>
-  void store(const hashed_key<K>& hk, key_state& ks, std::int64_t t, V&& v, std::shared_ptr<ack_token>&& ack) {
-    auto& list = items<S>(ks);
-    auto pos = list.end();
-    while (pos != list.begin() && std::prev(pos)->t > t) --pos;  // at most max_delay back
-    list.insert(pos, join_entry<std::remove_cvref_t<V>>{t, std::move(v), std::move(ack)});
-    stats_.add_entry();
-    const std::int64_t b = bucket_of(wide(t) + hi_off<S>());
-    std::int64_t& last = ks.bucket[std::size_t(S)];
-    if (b != last) {
-      buckets_[std::size_t(S)][b].push_back(hk);
-      last = std::max(last, b);
-    }
-  }
-
-  std::int64_t bucket_of(wide expiry) const noexcept {
-    return std::int64_t(floor_div_wide(ns_of(clamp_time(expiry)), span_));
   }
 
   void expire_both() {
@@ -285,31 +286,23 @@ class interval_join_state {
     expire<join_side::right>();
   }
 
-  // Drops side-S records whose last possible partner time is below E_other, bucket by
-  // bucket (a bucket goes once all of it has expired).
+  // Drops side-S slices whose every record's last possible partner time
+  // (t + hi_off <= (j + 1) * span - 1 + hi_off) is below E_other.
   template <join_side S>
   void expire() {
-    auto& bs = buckets_[std::size_t(S)];
+    auto& st = side_store<S>();
     const wide e = ns_of(wm_.effective(other_side(S)));
-    while (!bs.empty() && (wide(bs.begin()->first) + 1) * span_ <= e) {
-      for (const auto& hk : bs.begin()->second) {
-        auto it = keys_.find(hk);
-        if (it == keys_.end()) continue;
-        auto& list = items<S>(it->second);
-        auto stop = list.begin();
-        while (stop != list.end() && wide(stop->t) + hi_off<S>() < e) ++stop;
-        stats_.entries -= std::size_t(stop - list.begin());
-        list.erase(list.begin(), stop);
-        if (it->second.left.empty() && it->second.right.empty()) keys_.erase(it);
-      }
-      bs.erase(bs.begin());
+    while (!st.slices.empty() && (wide(st.slices.begin()->first) + 1) * span_ - 1 + hi_off<S>() < e) {
+      stats_.entries -= st.slices.begin()->second.entries;
+      if (st.last == &st.slices.begin()->second) st.last = nullptr;
+      st.slices.erase(st.slices.begin());
     }
   }
 
   std::int64_t lower_, upper_, span_;
   join_watermarks wm_;
-  table keys_;
-  std::map<std::int64_t, std::vector<hashed_key<K>>> buckets_[2];
+  store_t<A> left_;
+  store_t<B> right_;
   join_stats stats_;
 };
 
