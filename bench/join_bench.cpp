@@ -2,9 +2,9 @@
 // (<rill/operators/join.hpp>, their state machines driven directly), side by side with
 // the physical floor: hand-written hash-join loops over the same records.
 //
-//   BM_interval_join         rill::detail::interval_join_state, bounds [-1 s, +1 s],
+//   BM_interval_join         rill::interval_join_state, bounds [-1 s, +1 s],
 //                            delay 10 ms; counters: pairs, peak state entries, peak RSS
-//   BM_window_join           rill::detail::window_join_state, tumbling 1 s, inner
+//   BM_window_join           rill::window_join_state, tumbling 1 s, inner
 //   BM_hand_interval_join    the floor: build absl::flat_hash_map key -> right records
 //                            (in time order), then probe each left record with a binary
 //                            search for [t - 1 s, t + 1 s]; no watermark, no expiry
@@ -142,8 +142,8 @@ check drive(State& st) {
     st.push_right(0, kr, hash_of(kr),
                   rill::record<std::int64_t>{i, rill::event_time{std::chrono::nanoseconds{t_right(i)}}}, now, out, late);
   }
-  st.end(rill::detail::join_side::left, 0, out);
-  st.end(rill::detail::join_side::right, 0, out);
+  st.end(rill::join_side::left, 0, out);
+  st.end(rill::join_side::right, 0, out);
   return out.c;
 }
 
@@ -151,7 +151,7 @@ void BM_interval_join(benchmark::State& state) {
   check got;
   std::size_t peak = 0;
   for (auto _ : state) {
-    rill::detail::interval_join_state<std::uint32_t, std::int64_t, std::int64_t> st(
+    rill::interval_join_state<std::uint32_t, std::int64_t, std::int64_t> st(
         -std::chrono::nanoseconds{bound_ns}, std::chrono::nanoseconds{bound_ns}, 10ms, 0ns, 1, 1, {});
     got = drive(st);
     peak = st.peak_state_entries();
@@ -170,7 +170,7 @@ void BM_window_join(benchmark::State& state) {
   check got;
   std::size_t peak = 0;
   for (auto _ : state) {
-    rill::detail::window_join_state<std::uint32_t, std::int64_t, std::int64_t, rill::tumbling> st(
+    rill::window_join_state<std::uint32_t, std::int64_t, std::int64_t, rill::tumbling> st(
         rill::tumbling{std::chrono::nanoseconds{window_ns}}, 10ms, 0ns, 1, 1, {});
     got = drive(st);
     peak = st.peak_state_entries();

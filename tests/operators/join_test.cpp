@@ -1,5 +1,5 @@
 // Tests for rill/operators/join.hpp (interval join, window join) and its state machines
-// (rill/operators/detail/join_state.hpp):
+// (rill/operators/join_state.hpp):
 //   - a brute-force reference (join_model.hpp: a nested loop over both whole inputs,
 //     written from the rules, sharing no code with the operator) compared with the state
 //     machines on seeded random streams: 40 keys (and keys on one side only), disorder up
@@ -44,7 +44,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using rill::event_time;
-using rill::detail::join_side;
+using rill::join_side;
 namespace model = join_model;
 
 constexpr event_time at(std::chrono::nanoseconds d) { return event_time{d}; }
@@ -113,9 +113,9 @@ struct harness {
   }
 };
 
-using interval_state = rill::detail::interval_join_state<int, int, int>;
+using interval_state = rill::interval_join_state<int, int, int>;
 template <class Assigner>
-using window_state = rill::detail::window_join_state<int, int, int, Assigner>;
+using window_state = rill::window_join_state<int, int, int, Assigner>;
 
 // Construction-time processing time of the harness clock (a manual_clock starts at 0).
 rill::steady_time steady_time_zero() { return rill::steady_time{}; }

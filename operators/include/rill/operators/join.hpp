@@ -93,7 +93,7 @@
 #include "rill/core/error.hpp"
 #include "rill/core/runtime.hpp"
 #include "rill/core/stage.hpp"
-#include "rill/operators/detail/join_state.hpp"
+#include "rill/operators/join_state.hpp"
 #include "rill/operators/stream.hpp"
 #include "rill/operators/window.hpp"
 
@@ -377,12 +377,12 @@ class join_stream {
       };
       a(jb, [instance](build_context& ctx) -> stage_in<detail::keyed<A>>* {
         stage* s = instance(ctx);
-        s->bind(detail::join_side::left, ctx.inputs);
+        s->bind(join_side::left, ctx.inputs);
         return &s->left_in;
       });
       b(jb, [instance](build_context& ctx) -> stage_in<detail::keyed<B>>* {
         stage* s = instance(ctx);
-        s->bind(detail::join_side::right, ctx.inputs);
+        s->bind(join_side::right, ctx.inputs);
         return &s->right_in;
       });
     });

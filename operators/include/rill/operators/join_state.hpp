@@ -1,6 +1,37 @@
-// rill/operators/detail/join_state.hpp — the single-threaded state machines behind
+// rill/operators/join_state.hpp — the single-threaded state machines of the joins of
 // <rill/operators/join.hpp>: the watermarks of a two-sided operator, the interval join and
-// the window join of one worker's instance. The DSL drives them; tests drive them directly.
+// the window join of one worker's instance.
+//
+// Defines:
+//   rill::join_side                      left or right
+//   rill::join_watermarks                per-side watermarks and the join's watermark
+//   rill::interval_join_state<K, A, B>   one instance of an interval join
+//   rill::window_join_state<K, A, B, Assigner>   one instance of a window join
+// (aliases of rill::detail classes; the DSL builds them, tests and benchmarks drive them.)
+//
+// Example (namespace scope; compiled by tests/banner_examples.py):
+//   struct pairs_out {
+//     static constexpr bool outer = false;  // an inner join: no unmatched-left results
+//     std::vector<std::string> got;
+//     void pair(const int&, const std::string& a, const std::string& b, rill::event_time,
+//               std::shared_ptr<rill::ack_token>&&) { got.push_back(a + b); }
+//   };
+//   std::vector<std::string> joined() {
+//     rill::interval_join_state<int, std::string, std::string> j{-1s, 1s, 0s, 0s, 1, 1, {}};
+//     pairs_out out;
+//     auto late = [](auto&&) {};
+//     j.push_left(0, 7, 7, {"a", rill::event_time{10s}}, {}, out, late);
+//     j.push_right(0, 7, 7, {"b", rill::event_time{11s}}, {}, out, late);  // 11 in [10 - 1, 10 + 1]
+//     return out.got;  // {"ab"}
+//   }
+//
+// Calls: push_left/push_right(input, key, hash, record, now, out, late) with `hash` the
+// key's hash as key_by computes it (any function of the key, the same for both sides);
+// progress(side, input, t, now, out), end(side, input, out), tick(now, out). `out`
+// receives results: out.pair(const K&, const A&, const B&, event_time, shared_ptr<ack_token>&&)
+// and, when Out::outer is true (a left outer window join), out.left_only(const K&, const A&,
+// event_time, const shared_ptr<ack_token>&). `late(record<A or B>&&)` receives a late record.
+// Errors: std::bad_alloc, or what a callback throws (basic guarantee).
 //
 // Rules (docs/design.md "Joins"; the public header repeats them for users):
 //   - each side has its own watermark (a rill::watermark_tracker over that side's inputs);
@@ -42,9 +73,12 @@
 #include "rill/operators/keyed_window.hpp"
 #include "rill/operators/window.hpp"
 
-namespace rill::detail {
+namespace rill {
 
+/// The two sides of a join: left (a, the stream join is called on) and right (b).
 enum class join_side : std::uint8_t { left = 0, right = 1 };
+
+namespace detail {
 
 constexpr join_side other_side(join_side s) noexcept {
   return s == join_side::left ? join_side::right : join_side::left;
@@ -508,4 +542,15 @@ class window_join_state {
   join_stats stats_;
 };
 
-}  // namespace rill::detail
+}  // namespace detail
+
+/// See detail::join_watermarks.
+using join_watermarks = detail::join_watermarks;
+/// See detail::interval_join_state and the banner.
+template <class K, class A, class B>
+using interval_join_state = detail::interval_join_state<K, A, B>;
+/// See detail::window_join_state and the banner.
+template <class K, class A, class B, class Assigner>
+using window_join_state = detail::window_join_state<K, A, B, Assigner>;
+
+}  // namespace rill
