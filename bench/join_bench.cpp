@@ -181,21 +181,17 @@ void BM_window_join(benchmark::State& state) {
   state.SetItemsProcessed(2 * n_records * std::int64_t(state.iterations()));
 }
 
-void BM_hand_interval_join(benchmark::State& state) {
+// The floors: `join` run and checked against its own first result (deterministic).
+template <check (*Join)(), const check& (*Expected)()>
+void run_floor(benchmark::State& state) {
   check got;
-  for (auto _ : state) got = hand_interval();
+  for (auto _ : state) got = Join();
   state.counters["pairs"] = double(got.pairs);
-  if (!(got == expected_interval())) state.SkipWithError("hand interval join: not deterministic");
+  if (!(got == Expected())) state.SkipWithError("hand join: not deterministic");
   state.SetItemsProcessed(2 * n_records * std::int64_t(state.iterations()));
 }
-
-void BM_hand_window_join(benchmark::State& state) {
-  check got;
-  for (auto _ : state) got = hand_window();
-  state.counters["pairs"] = double(got.pairs);
-  if (!(got == expected_window())) state.SkipWithError("hand window join: not deterministic");
-  state.SetItemsProcessed(2 * n_records * std::int64_t(state.iterations()));
-}
+void BM_hand_interval_join(benchmark::State& state) { run_floor<hand_interval, expected_interval>(state); }
+void BM_hand_window_join(benchmark::State& state) { run_floor<hand_window, expected_window>(state); }
 
 }  // namespace
 

@@ -581,6 +581,16 @@ struct shared_rows {
   }
 };
 
+// A sink keeping (key, left id, right id, record time) of each result.
+auto row_sink(std::shared_ptr<shared_rows> got) {
+  return [got](rill::record<std::tuple<int, int, int>>&& r) {
+    got->add({std::get<0>(r.value), std::get<1>(r.value), std::get<2>(r.value), ns(r.time.time_since_epoch())});
+  };
+}
+rill::runtime_options options_for(std::size_t workers) {
+  return {.workers = workers, .topology = workers == 1 ? "1 node x 1 core" : "1 node x 2 cores"};
+}
+
 class join_runtime : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(join_runtime, interval_join_matches_reference) {
@@ -595,11 +605,8 @@ TEST_P(join_runtime, interval_join_matches_reference) {
                               -400ms, 200ms, {.max_delay = 300ms})
                .name("ij")
                .inner([](const int& k, const lrec& a, const rrec& b) { return std::tuple<int, int, int>{k, a.id, b.id}; })
-               .sink([got](rill::record<std::tuple<int, int, int>>&& r) {
-                 got->add({std::get<0>(r.value), std::get<1>(r.value), std::get<2>(r.value),
-                           ns(r.time.time_since_epoch())});
-               });
-  rill::runtime rt{{.workers = GetParam(), .topology = GetParam() == 1 ? "1 node x 1 core" : "1 node x 2 cores"}};
+               .sink(row_sink(got));
+  rill::runtime rt{options_for(GetParam())};
   const auto rep = rt.run(j);
   EXPECT_EQ(got->sorted(), want.rows);
   const auto st = rep.stage("ij");
@@ -624,11 +631,8 @@ TEST_P(join_runtime, window_join_left_outer_matches_reference) {
                .left([](const int& k, const lrec& a, const rrec* b) {
                  return std::tuple<int, int, int>{k, a.id, b ? b->id : -1};
                })
-               .sink([got](rill::record<std::tuple<int, int, int>>&& r) {
-                 got->add({std::get<0>(r.value), std::get<1>(r.value), std::get<2>(r.value),
-                           ns(r.time.time_since_epoch())});
-               });
-  rill::runtime rt{{.workers = GetParam(), .topology = GetParam() == 1 ? "1 node x 1 core" : "1 node x 2 cores"}};
+               .sink(row_sink(got));
+  rill::runtime rt{options_for(GetParam())};
   const auto rep = rt.run(j);
   EXPECT_EQ(got->sorted(), want.rows);
   EXPECT_EQ(rep.stage("join").late, 0u);
@@ -654,7 +658,7 @@ TEST_P(join_runtime, late_records_go_to_their_sides_late_output) {
                .sink([got](rill::record<std::pair<lrec, rrec>>&& x) {
                  got->add({x.value.first.key, x.value.first.id, x.value.second.id, ns(x.time.time_since_epoch())});
                });
-  rill::runtime rt{{.workers = GetParam(), .topology = GetParam() == 1 ? "1 node x 1 core" : "1 node x 2 cores"}};
+  rill::runtime rt{options_for(GetParam())};
   const auto rep = rt.run(j);
   EXPECT_EQ(got->sorted(), (std::vector<model::row>{{1, 0, 0, ns(10s)}}));
   EXPECT_EQ(late->sorted(), (std::vector<model::row>{{1, -1, 2, 0}, {1, 2, -1, 0}}));

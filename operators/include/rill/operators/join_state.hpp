@@ -153,6 +153,82 @@ struct join_stats {
 
 constexpr std::int64_t ns_count(event_time t) noexcept { return t.time_since_epoch().count(); }
 
+/// What both joins share: the calls that feed them and their counters. Derived provides
+/// `push<join_side>(input, key, hash, record, now, out, late)` and `advance(out)` (what
+/// follows a watermark change: expiry, or firing windows).
+template <class Derived, class K, class A, class B>
+class join_state_base {
+ public:
+  /// A left record with `key` (and key_by's `hash`) arrives on left input `input` at
+  /// processing time `now`. `late(record<A>&&)` gets it when it is late; otherwise it
+  /// joins. Then its time is observed and what W allows happens (expiry, firing).
+  template <class Out, class Late>
+  void push_left(std::size_t input, const K& key, std::size_t hash, record<A>&& r, steady_time now, Out& out,
+                 Late&& late) {
+    self().template push<join_side::left>(input, key, hash, std::move(r), now, out, late);
+  }
+  /// The same for a right record (`late(record<B>&&)`).
+  template <class Out, class Late>
+  void push_right(std::size_t input, const K& key, std::size_t hash, record<B>&& r, steady_time now, Out& out,
+                  Late&& late) {
+    self().template push<join_side::right>(input, key, hash, std::move(r), now, out, late);
+  }
+  /// Progress marker: `input` of side `s` has seen everything up to `t`.
+  template <class Out>
+  void progress(join_side s, std::size_t input, event_time t, steady_time now, Out& out) {
+    wm_.observe(s, input, t, now);
+    self().advance(out);
+  }
+  /// Input `input` of side `s` ended (counts as +infinity). Idempotent.
+  template <class Out>
+  void end(join_side s, std::size_t input, Out& out) {
+    wm_.end(s, input);
+    self().advance(out);
+  }
+  /// Processing time advanced: silent inputs become idle (idle_timeout).
+  template <class Out>
+  void tick(steady_time now, Out& out) {
+    wm_.tick(now);
+    self().advance(out);
+  }
+
+  /// W, the join's watermark (event_time_min = -infinity, event_time_max = +infinity).
+  event_time watermark() const noexcept { return wm_.combined(); }
+  const join_watermarks& watermarks() const noexcept { return wm_; }
+  /// Records held now (both sides): the memory bound's unit.
+  std::size_t state_entries() const noexcept { return stats_.entries; }
+  /// The largest state_entries() seen.
+  std::size_t peak_state_entries() const noexcept { return stats_.peak_entries; }
+  /// Late records (both sides) so far.
+  std::uint64_t late() const noexcept { return stats_.late; }
+  /// Results emitted so far (pairs, and unmatched left records of a left outer join).
+  std::uint64_t results() const noexcept { return stats_.results; }
+
+ protected:
+  join_state_base(std::size_t left_inputs, std::size_t right_inputs, std::chrono::nanoseconds max_delay,
+                  std::chrono::nanoseconds idle_timeout, steady_time now)
+      : wm_(left_inputs, right_inputs, max_delay, idle_timeout, now) {}
+  // A late record: counted, observed (activity only: its time is below W), handed over.
+  template <join_side S, class V, class Late>
+  void reject(std::size_t input, record<V>&& r, steady_time now, Late& late) {
+    ++stats_.late;
+    wm_.observe(S, input, advances_progress(r) ? r.time : event_time_min, now);
+    late(std::move(r));
+  }
+  // Every stored record was dropped (discard): counts them, returns how many.
+  std::size_t dropped_all() noexcept {
+    const std::size_t n = stats_.entries;
+    stats_.entries = 0;
+    stats_.discarded += n;
+    return n;
+  }
+  join_watermarks wm_;
+  join_stats stats_;
+
+ private:
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+};
+
 /// The interval join of one instance (see the banner). K the key (==, copyable), A the
 /// left value, B the right value. `out.pair(key, a, b, time, ack)` receives each pair.
 ///
@@ -166,70 +242,30 @@ constexpr std::int64_t ns_count(event_time t) noexcept { return t.time_since_epo
 /// of event time per side (plus the gap between the sides' watermarks), independent of
 /// the stream's length.
 template <class K, class A, class B>
-class interval_join_state {
+class interval_join_state : public join_state_base<interval_join_state<K, A, B>, K, A, B> {
+  using base = join_state_base<interval_join_state<K, A, B>, K, A, B>;
+  friend base;
+
  public:
   /// Preconditions (join.hpp validates them): lower <= upper, max_delay >= 0,
   /// idle_timeout >= 0.
   interval_join_state(std::chrono::nanoseconds lower, std::chrono::nanoseconds upper,
                       std::chrono::nanoseconds max_delay, std::chrono::nanoseconds idle_timeout,
                       std::size_t left_inputs, std::size_t right_inputs, steady_time now)
-      : lower_(lower.count()), upper_(upper.count()),
-        span_(std::max<std::int64_t>((upper - lower).count() / 2, 1'000'000)),
-        wm_(left_inputs, right_inputs, max_delay, idle_timeout, now) {}
+      : base(left_inputs, right_inputs, max_delay, idle_timeout, now), lower_(lower.count()), upper_(upper.count()),
+        span_(std::max<std::int64_t>((upper - lower).count() / 2, 1'000'000)) {}
 
-  /// A left record with `key` (and key_by's `hash`) arrives on left input `input`.
-  /// `late(record<A>&&)` gets it when it is late. Then W moves and expired state goes.
-  template <class Out, class Late>
-  void push_left(std::size_t input, const K& key, std::size_t hash, record<A>&& r, steady_time now, Out& out,
-                 Late&& late) {
-    push<join_side::left>(input, key, hash, std::move(r), now, out, late);
-  }
-  /// The same for a right record.
-  template <class Out, class Late>
-  void push_right(std::size_t input, const K& key, std::size_t hash, record<B>&& r, steady_time now, Out& out,
-                  Late&& late) {
-    push<join_side::right>(input, key, hash, std::move(r), now, out, late);
-  }
-  /// Progress marker: `input` of side `s` has seen everything up to `t`. (`Out` is
-  /// unused: the interval join emits on arrival only; the parameter keeps the window
-  /// join's shape.)
-  template <class Out>
-  void progress(join_side s, std::size_t input, event_time t, steady_time now, Out&) {
-    wm_.observe(s, input, t, now);
-    expire_both();
-  }
-  /// Input `input` of side `s` ended (counts as +infinity). Idempotent.
-  template <class Out>
-  void end(join_side s, std::size_t input, Out&) {
-    wm_.end(s, input);
-    expire_both();
-  }
-  /// Processing time advanced: silent inputs become idle.
-  template <class Out>
-  void tick(steady_time now, Out&) {
-    wm_.tick(now);
-    expire_both();
-  }
   /// Drops every stored record, failing its ack token (a stop that discards). Returns
   /// how many were dropped.
   std::size_t discard() {
-    const std::size_t n = stats_.entries;
     fail_all(left_);
     fail_all(right_);
-    stats_.entries = 0;
-    stats_.discarded += n;
-    return n;
+    return this->dropped_all();
   }
 
-  event_time watermark() const noexcept { return wm_.combined(); }
-  const join_watermarks& watermarks() const noexcept { return wm_; }
-  /// Records held now (both sides): the memory bound's unit.
-  std::size_t state_entries() const noexcept { return stats_.entries; }
-  std::size_t peak_state_entries() const noexcept { return stats_.peak_entries; }
-  std::uint64_t late() const noexcept { return stats_.late; }
-  std::uint64_t pairs() const noexcept { return stats_.results; }
-
  private:
+  using base::stats_;
+  using base::wm_;
   template <class V>
   using list = absl::InlinedVector<join_entry<V>, 1>;
   template <class V>
@@ -271,12 +307,7 @@ class interval_join_state {
     constexpr join_side O = other_side(S);
     const std::int64_t t = ns_count(r.time);
     const bool adv = advances_progress(r);
-    if (r.time < wm_.effective(S)) {
-      ++stats_.late;
-      wm_.observe(S, input, adv ? r.time : event_time_min, now);  // activity only: t < W
-      late(std::move(r));
-      return;
-    }
+    if (r.time < wm_.effective(S)) return this->template reject<S>(input, std::move(r), now, late);
     hashed_key<K> hk{key, hash};
     probe<S>(hk, r.value, t, r.ack, side_store<O>(), out);
     // Stored only while a future in-time partner is possible: t + hi_off >= E_other.
@@ -292,6 +323,11 @@ class interval_join_state {
       stats_.add_entry();
     }
     wm_.observe(S, input, adv ? r.time : event_time_min, now);
+    expire_both();
+  }
+
+  template <class Out>
+  void advance(Out&) {  // the interval join emits on arrival only
     expire_both();
   }
 
@@ -334,10 +370,8 @@ class interval_join_state {
   }
 
   std::int64_t lower_, upper_, span_;
-  join_watermarks wm_;
   store_t<A> left_;
   store_t<B> right_;
-  join_stats stats_;
 };
 
 /// Window arithmetic of tumbling and sliding windows over slices of gcd(size, slide)
@@ -369,62 +403,31 @@ inline slice_grid grid_of(const sliding& a) noexcept {
 /// windows). Firing a window costs O(its records + its pairs); sliding windows gather
 /// their slices per key.
 template <class K, class A, class B, class Assigner>
-class window_join_state {
+class window_join_state : public join_state_base<window_join_state<K, A, B, Assigner>, K, A, B> {
+  using base = join_state_base<window_join_state<K, A, B, Assigner>, K, A, B>;
+  friend base;
+
  public:
   window_join_state(Assigner a, std::chrono::nanoseconds max_delay, std::chrono::nanoseconds idle_timeout,
                     std::size_t left_inputs, std::size_t right_inputs, steady_time now)
-      : g_(grid_of(a)), wm_(left_inputs, right_inputs, max_delay, idle_timeout, now) {}
+      : base(left_inputs, right_inputs, max_delay, idle_timeout, now), g_(grid_of(a)) {}
 
-  template <class Out, class Late>
-  void push_left(std::size_t input, const K& key, std::size_t hash, record<A>&& r, steady_time now, Out& out,
-                 Late&& late) {
-    push<join_side::left>(input, key, hash, std::move(r), now, out, late);
-  }
-  template <class Out, class Late>
-  void push_right(std::size_t input, const K& key, std::size_t hash, record<B>&& r, steady_time now, Out& out,
-                  Late&& late) {
-    push<join_side::right>(input, key, hash, std::move(r), now, out, late);
-  }
-  template <class Out>
-  void progress(join_side s, std::size_t input, event_time t, steady_time now, Out& out) {
-    wm_.observe(s, input, t, now);
-    fire(out);
-  }
-  template <class Out>
-  void end(join_side s, std::size_t input, Out& out) {
-    wm_.end(s, input);
-    fire(out);
-  }
-  template <class Out>
-  void tick(steady_time now, Out& out) {
-    wm_.tick(now);
-    fire(out);
-  }
   /// Drops every open window unemitted, failing the ack tokens of its records. Returns
   /// the number of records dropped.
   std::size_t discard() {
-    std::size_t n = 0;
     for (auto& [j, tab] : slices_)
       for (auto& [hk, c] : tab) {
-        for (auto& e : c.left) n += fail(e);
-        for (auto& e : c.right) n += fail(e);
+        fail_all(c.left);
+        fail_all(c.right);
       }
     slices_.clear();
     last_ = nullptr;
-    stats_.entries = 0;
-    stats_.discarded += n;
-    return n;
+    return this->dropped_all();
   }
 
-  event_time watermark() const noexcept { return wm_.combined(); }
-  const join_watermarks& watermarks() const noexcept { return wm_; }
-  std::size_t state_entries() const noexcept { return stats_.entries; }
-  std::size_t peak_state_entries() const noexcept { return stats_.peak_entries; }
-  std::uint64_t late() const noexcept { return stats_.late; }
-  /// Results emitted (pairs and unmatched left records).
-  std::uint64_t results() const noexcept { return stats_.results; }
-
  private:
+  using base::stats_;
+  using base::wm_;
   struct cell {
     std::vector<join_entry<A>> left;
     std::vector<join_entry<B>> right;
@@ -432,9 +435,9 @@ class window_join_state {
   using slice_table = absl::flat_hash_map<hashed_key<K>, cell, hashed_key_hash, hashed_key_eq>;
 
   template <class V>
-  static std::size_t fail(join_entry<V>& e) noexcept {
-    if (e.ack) e.ack->fail();
-    return 1;
+  static void fail_all(std::vector<join_entry<V>>& v) noexcept {
+    for (auto& e : v)
+      if (e.ack) e.ack->fail();
   }
 
   template <join_side S, class V, class Out, class Late>
@@ -443,12 +446,8 @@ class window_join_state {
     const std::int64_t t = ns_count(r.time);
     const std::int64_t j = g_.slice_of(t);
     const bool adv = advances_progress(r);
-    if (g_.end(g_.k_last(j)) <= wm_.combined()) {  // every window of t has fired
-      ++stats_.late;
-      wm_.observe(S, input, adv ? r.time : event_time_min, now);
-      late(std::move(r));
-      return;
-    }
+    if (g_.end(g_.k_last(j)) <= wm_.combined())  // every window of t has fired
+      return this->template reject<S>(input, std::move(r), now, late);
     slice_table& tab = slice(j);
     cell& c = tab[hashed_key<K>{key, hash}];
     if constexpr (S == join_side::left) c.left.push_back({t, std::move(r.value), std::move(r.ack)});
@@ -465,6 +464,11 @@ class window_join_state {
     last_j_ = j;
     last_ = &slices_.try_emplace(j).first->second;
     return *last_;
+  }
+
+  template <class Out>
+  void advance(Out& out) {
+    fire(out);
   }
 
   template <class Out>
@@ -534,12 +538,10 @@ class window_join_state {
   }
 
   slice_grid g_;
-  join_watermarks wm_;
   std::map<std::int64_t, slice_table> slices_;
   slice_table* last_ = nullptr;
   std::int64_t last_j_ = 0;
   wide fired_k_ = wide(std::numeric_limits<std::int64_t>::min()) * 2;
-  join_stats stats_;
 };
 
 }  // namespace detail
