@@ -155,7 +155,6 @@ template <class Spec, class K, class A, class KeyA, class B, class KeyB, class F
 struct join_stage {
   using maker = join_state_of<Spec, K, A, B>;
   using state_t = typename maker::type;
-  static constexpr bool interval = std::is_same_v<Spec, interval_bounds>;
 
   template <join_side S, class V, class KeyFn>
   struct side_in final : stage_in<keyed<V>> {

@@ -421,21 +421,24 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
         fail_all(c.right);
       }
     slices_.clear();
-    last_ = nullptr;
+    cached_tab_ = nullptr;
+    next_fire_ = event_time_max;
     return this->dropped_all();
   }
 
  private:
   using base::stats_;
   using base::wm_;
+  // One record per side inline: most (slice, key) cells hold few records, and a heap
+  // list per cell costs an allocation per record (bench/join_bench.cpp).
   struct cell {
-    std::vector<join_entry<A>> left;
-    std::vector<join_entry<B>> right;
+    absl::InlinedVector<join_entry<A>, 1> left;
+    absl::InlinedVector<join_entry<B>, 1> right;
   };
   using slice_table = absl::flat_hash_map<hashed_key<K>, cell, hashed_key_hash, hashed_key_eq>;
 
-  template <class V>
-  static void fail_all(std::vector<join_entry<V>>& v) noexcept {
+  template <class List>
+  static void fail_all(List& v) noexcept {
     for (auto& e : v)
       if (e.ack) e.ack->fail();
   }
@@ -444,12 +447,20 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
   void push(std::size_t input, const K& key, std::size_t hash, record<V>&& r, steady_time now, Out& out,
             Late& late) {
     const std::int64_t t = ns_count(r.time);
-    const std::int64_t j = g_.slice_of(t);
     const bool adv = advances_progress(r);
-    if (g_.end(g_.k_last(j)) <= wm_.combined())  // every window of t has fired
+    if (!(t >= cached_lo_ && t < cached_hi_)) locate(t);
+    if (cached_last_end_ <= wm_.combined())  // every window of t has fired
       return this->template reject<S>(input, std::move(r), now, late);
-    slice_table& tab = slice(j);
-    cell& c = tab[hashed_key<K>{key, hash}];
+    if (!cached_tab_) {
+      auto [it, fresh] = slices_.try_emplace(cached_j_);
+      cached_tab_ = &it->second;
+      if (fresh) {
+        // Windows that ended before this slice existed never see it (their turn passed).
+        fired_k_ = std::max(fired_k_, g_.k_passed(wm_.combined()));
+        next_fire_ = next_fire_end();
+      }
+    }
+    cell& c = (*cached_tab_)[hashed_key<K>{key, hash}];
     if constexpr (S == join_side::left) c.left.push_back({t, std::move(r.value), std::move(r.ack)});
     else c.right.push_back({t, std::move(r.value), std::move(r.ack)});
     stats_.add_entry();
@@ -457,13 +468,23 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
     fire(out);
   }
 
-  // The last slice used is cached by pointer (map nodes stay put, also when the state
-  // object is moved; an iterator's end() would not).
-  slice_table& slice(std::int64_t j) {
-    if (last_ && last_j_ == j) return *last_;
-    last_j_ = j;
-    last_ = &slices_.try_emplace(j).first->second;
-    return *last_;
+  // Caches t's slice: its index, bounds (ns), the end of its last window, and its table
+  // by pointer once made (map nodes stay put, also when the state object is moved). No
+  // division per record while records stay in one slice.
+  void locate(std::int64_t t) noexcept {
+    cached_j_ = g_.slice_of(t);
+    cached_lo_ = ns_count(clamp_time(wide(cached_j_) * g_.slice));
+    cached_hi_ = ns_count(clamp_time(wide(cached_lo_) + g_.slice));
+    if (cached_lo_ > t) cached_lo_ = t;  // clamped at -infinity: keep the cache sound
+    cached_last_end_ = g_.end(g_.k_last(cached_j_));
+    auto it = slices_.find(cached_j_);
+    cached_tab_ = it == slices_.end() ? nullptr : &it->second;
+  }
+
+  // End of the next window to fire: the first after fired_k_ of the oldest slice.
+  event_time next_fire_end() const noexcept {
+    if (slices_.empty()) return event_time_max;
+    return g_.end(std::max(fired_k_ + 1, g_.k_first(slices_.begin()->first)));
   }
 
   template <class Out>
@@ -474,6 +495,7 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
   template <class Out>
   void fire(Out& out) {
     const event_time w = wm_.combined();
+    if (w < next_fire_) return;
     while (!slices_.empty()) {
       const wide k = std::max(fired_k_ + 1, g_.k_first(slices_.begin()->first));
       if (g_.end(k) > w) break;
@@ -481,11 +503,12 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
       fired_k_ = k;
       while (!slices_.empty() && g_.k_last(slices_.begin()->first) <= fired_k_) {
         for (const auto& [hk, c] : slices_.begin()->second) stats_.entries -= c.left.size() + c.right.size();
-        if (last_ == &slices_.begin()->second) last_ = nullptr;
+        if (cached_tab_ == &slices_.begin()->second) cached_tab_ = nullptr;
         slices_.erase(slices_.begin());
       }
     }
     fired_k_ = std::max(fired_k_, g_.k_passed(w));  // passed windows without records never fire
+    next_fire_ = next_fire_end();
   }
 
   template <class Out>
@@ -539,8 +562,10 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
 
   slice_grid g_;
   std::map<std::int64_t, slice_table> slices_;
-  slice_table* last_ = nullptr;
-  std::int64_t last_j_ = 0;
+  slice_table* cached_tab_ = nullptr;  // see locate()
+  std::int64_t cached_j_ = 0, cached_lo_ = 0, cached_hi_ = 0;  // empty range: locate() first
+  event_time cached_last_end_ = event_time_min;
+  event_time next_fire_ = event_time_max;  // W below it: nothing to fire
   wide fired_k_ = wide(std::numeric_limits<std::int64_t>::min()) * 2;
 };
 

@@ -34,6 +34,9 @@
 // event_time end) (nothing given: late records are only counted). `.name(s)` names the
 // stage in the run report (default "window").
 //
+// Joins with another keyed stream of the same key type: .interval_join(other, lower,
+// upper, options) and .window_join(other, assigner, options) (<rill/operators/join.hpp>).
+//
 // Operators other than window() on a keyed stream (map, filter, flat_map, window_sort,
 // sink) act on the values, on the key's worker, and return a plain rill::stream.
 //
