@@ -36,6 +36,7 @@
 #include "rill/core/time.hpp"
 #include "rill/core/topology.hpp"
 #include "rill/core/watermark.hpp"
+#include "rill/operators/join.hpp"
 #include "rill/operators/stream.hpp"
 #include "rill/operators/window_sort.hpp"
 #include "rill/connectors/ordered_sink.hpp"

@@ -1,4 +1,4 @@
-// The banner examples of the keyed-window headers, <rill/rill.hpp> and <rill/pcap.hpp>,
+// The banner examples of the keyed-window and join headers, <rill/rill.hpp> and <rill/pcap.hpp>,
 // and the README's "Using rill in your project" example, run here with their results
 // checked. Each function below is the banner's code; where a banner reads
 // "capture.pcap", the test passes a Debian-shipped capture. tests/banner_examples.py compiles the banner example
@@ -173,6 +173,89 @@ TEST(banner_examples, readme_sliding_bytes_per_conversation) {
                  }));
   EXPECT_EQ(*sum, 5 * stats->bytes.load());
   EXPECT_EQ(rep.stage("bytes").late, 0u);
+}
+
+// <rill/operators/join.hpp>: bid 1 at 2 s and auction 1 at 1 s: 1 s is in [2 - 5, 2 + 0] s,
+// one pair "lamp:10"; bid 2 has no auction.
+struct bid {
+  int auction;
+  int price;
+};
+struct auction {
+  int id;
+  std::string item;
+};
+
+TEST(banner_examples, join_hpp_bids_with_their_auction) {
+  auto m = std::make_shared<std::mutex>();
+  auto got = std::make_shared<std::vector<std::string>>();
+  std::vector<rill::record<bid>> bids{{{1, 10}, rill::event_time{2s}}, {{2, 7}, rill::event_time{9s}}};
+  std::vector<rill::record<auction>> auctions{{{1, "lamp"}, rill::event_time{1s}}};
+  rill::job j = rill::from(rill::vector_source<bid>{bids}, "bids")
+                    .key_by([](const bid& b) { return b.auction; })
+                    .interval_join(rill::from(rill::vector_source<auction>{auctions}, "auctions")
+                                       .key_by([](const auction& a) { return a.id; }),
+                                   -5s, 0s, {.max_delay = 1s})
+                    .name("bids_x_auctions")
+                    .inner([](const bid& b, const auction& a) { return a.item + ":" + std::to_string(b.price); })
+                    .sink([m, got](std::string&& s) {
+                      std::lock_guard lk(*m);
+                      got->push_back(std::move(s));
+                    });
+  const auto rep = rill::runtime{{.workers = 2}}.run(j);
+  EXPECT_EQ(*got, std::vector<std::string>{"lamp:10"});
+  EXPECT_EQ(rep.stage("bids_x_auctions").in, 3u);
+  EXPECT_EQ(rep.stage("bids_x_auctions").out, 1u);
+}
+
+// <rill/operators/join_state.hpp>: "a" at 10 s and "b" at 11 s, bounds [-1 s, +1 s]:
+// 11 is in [9, 11], one pair "ab".
+struct pairs_out {
+  static constexpr bool outer = false;
+  std::vector<std::string> got;
+  void pair(const int&, const std::string& a, const std::string& b, rill::event_time,
+            std::shared_ptr<rill::ack_token>&&) {
+    got.push_back(a + b);
+  }
+};
+TEST(banner_examples, join_state_hpp_one_pair) {
+  rill::interval_join_state<int, std::string, std::string> j{-1s, 1s, 0s, 0s, 1, 1, {}};
+  pairs_out out;
+  auto late = [](auto&&) {};
+  j.push_left(0, 7, 7, {"a", rill::event_time{10s}}, {}, out, late);
+  j.push_right(0, 7, 7, {"b", rill::event_time{11s}}, {}, out, late);
+  EXPECT_EQ(out.got, std::vector<std::string>{"ab"});
+}
+
+// README "Using rill in your project", the join: the click at 12 s and the "shoes" view at
+// 5 s (12 - 10 <= 5 <= 12): (user 7, slot 3); the "hats" view has no click.
+struct click_r {
+  std::string ad;
+  int user;
+};
+struct view_r {
+  std::string ad;
+  int slot;
+};
+TEST(banner_examples, readme_interval_join_clicks_with_views) {
+  auto m = std::make_shared<std::mutex>();
+  auto got = std::make_shared<std::vector<std::pair<int, int>>>();
+  std::vector<rill::record<click_r>> clicks{{{"shoes", 7}, rill::event_time{12s}}};
+  std::vector<rill::record<view_r>> views{{{"shoes", 3}, rill::event_time{5s}}, {{"hats", 1}, rill::event_time{6s}}};
+  rill::runtime rt{{.workers = 2}};
+  const auto rep =
+      rt.run(rill::from(rill::vector_source<click_r>{clicks})
+                 .key_by([](const click_r& c) { return c.ad; })
+                 .interval_join(rill::from(rill::vector_source<view_r>{views}).key_by([](const view_r& v) { return v.ad; }),
+                                -10s, 0s, {.max_delay = 1s})
+                 .name("clicks_x_views")
+                 .inner([](const click_r& c, const view_r& v) { return std::pair{c.user, v.slot}; })
+                 .sink([m, got](std::pair<int, int>&& p) {
+                   std::lock_guard lk(*m);
+                   got->push_back(p);
+                 }));
+  EXPECT_EQ(*got, (std::vector<std::pair<int, int>>{{7, 3}}));
+  EXPECT_EQ(rep.stage("clicks_x_views").out, 1u);
 }
 
 }  // namespace

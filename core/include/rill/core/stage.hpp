@@ -76,20 +76,27 @@ class stage_in {
 /// `discarded`: window states dropped unemitted by a stop (window_options::on_stop).
 /// `watermark`: the stage's current event-time watermark in ns since the epoch
 /// (event_time_min's count = none yet); set by stages that keep one (windows).
+/// `peak_state`: the largest number of state entries the stage held at once on this
+/// worker (joins: stored records; 0 for stages that do not report it).
 struct alignas(64) stage_counters {
-  std::atomic<std::uint64_t> in{0}, out{0}, late{0}, errors{0}, discarded{0};
+  std::atomic<std::uint64_t> in{0}, out{0}, late{0}, errors{0}, discarded{0}, peak_state{0};
   std::atomic<std::int64_t> watermark{std::numeric_limits<std::int64_t>::min()};
   /// c += n as a relaxed load and store (no read-modify-write: one writer). Owning
   /// worker only.
   void add(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
+  /// c = max(c, v), relaxed (one writer). Owning worker only.
+  void raise(std::atomic<std::uint64_t>& c, std::uint64_t v) noexcept {
+    if (v > c.load(std::memory_order_relaxed)) c.store(v, std::memory_order_relaxed);
+  }
 };
 
-/// Totals of one stage over all workers.
+/// Totals of one stage over all workers. `peak_state` is the sum of the per-worker peaks
+/// (an upper bound of the peak of the sum).
 struct stage_totals {
   std::string name;
-  std::uint64_t in = 0, out = 0, late = 0, errors = 0, discarded = 0;
+  std::uint64_t in = 0, out = 0, late = 0, errors = 0, discarded = 0, peak_state = 0;
 };
 
 /// What a stage is, for the metrics endpoint: a source's `out` is also exposed as its
@@ -167,6 +174,7 @@ class job_metrics {
         t.late += c.late.load(std::memory_order_relaxed);
         t.errors += c.errors.load(std::memory_order_relaxed);
         t.discarded += c.discarded.load(std::memory_order_relaxed);
+        t.peak_state += c.peak_state.load(std::memory_order_relaxed);
       }
       out.push_back(std::move(t));
     }

@@ -34,6 +34,9 @@
 // event_time end) (nothing given: late records are only counted). `.name(s)` names the
 // stage in the run report (default "window").
 //
+// Joins with another keyed stream of the same key type: .interval_join(other, lower,
+// upper, options) and .window_join(other, assigner, options) (<rill/operators/join.hpp>).
+//
 // Operators other than window() on a keyed stream (map, filter, flat_map, window_sort,
 // sink) act on the values, on the key's worker, and return a plain rill::stream.
 //
@@ -54,6 +57,8 @@
 #include "rill/operators/window.hpp"
 
 namespace rill {
+
+struct join_options;  // <rill/operators/join.hpp>
 
 namespace detail {
 
@@ -265,6 +270,19 @@ class keyed_stream {
     return {std::move(s_), std::move(key_), a, o, nullptr, "window", std::move(hash_)};
   }
 
+  /// Interval join with `other` (same key type K): left a and right b match when
+  /// a.t + lower <= b.t <= a.t + upper. Returns a rill::join_stream; the rules and the
+  /// result functions are in <rill/operators/join.hpp>. Throws rill::config_error
+  /// ("join.lower" when lower > upper, and join_options::validate's keys).
+  template <class K2, class B, class KeyB, class HashB>
+  auto interval_join(keyed_stream<K2, B, KeyB, HashB>&& other, std::chrono::nanoseconds lower,
+                     std::chrono::nanoseconds upper, join_options o = {}) &&;
+  /// Window join with `other` (same key type K) in tumbling or sliding windows `a`
+  /// (<rill/operators/join.hpp>). Throws rill::config_error (the assigner's and
+  /// join_options::validate's keys).
+  template <class K2, class B, class KeyB, class HashB, class Assigner>
+  auto window_join(keyed_stream<K2, B, KeyB, HashB>&& other, Assigner a, join_options o = {}) &&;
+
   /// The values, on their key's worker (the key is dropped).
   stream<T> values() && {
     return std::move(s_).map([](detail::keyed<T>&& v) -> T { return std::move(v.value); });
@@ -287,9 +305,14 @@ class keyed_stream {
   }
 
  private:
+  template <class, class, class, class>
+  friend class keyed_stream;  // a join takes the other side's routed stream and key
   stream<detail::keyed<T>> s_;
   KeyFn key_;
   Hash hash_;
 };
 
 }  // namespace rill
+
+// After keyed_stream: the joins of two keyed streams.
+#include "rill/operators/join.hpp"  // IWYU pragma: export
