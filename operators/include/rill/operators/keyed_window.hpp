@@ -38,6 +38,7 @@
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 #include <boost/container_hash/hash.hpp>
 
 #include <algorithm>
@@ -315,9 +316,10 @@ class keyed_window_aggregator {
     if constexpr (detail::is_session<Assigner>) {
       return keys_.size();
     } else {
-      absl::flat_hash_map<detail::hashed_key<K>, char, detail::hashed_key_hash, detail::hashed_key_eq> seen;
+      absl::flat_hash_set<K, detail::probe_hash<K, Hash>, detail::probe_eq<K>> seen(
+          0, detail::probe_hash<K, Hash>{hash_});
       for (const auto& [j, sl] : slices_)
-        for (const auto& [k, a] : sl.accs) seen.try_emplace(detail::hashed_key<K>{k, sl.accs.hash_function()(k)}, 0);
+        for (const auto& [k, a] : sl.accs) seen.insert(k);
       return seen.size();
     }
   }
