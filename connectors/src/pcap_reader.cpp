@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <utility>
 
 namespace rill {
@@ -183,6 +185,16 @@ read_status pcap_reader::next(pcap_record& out) noexcept {
     // hands them over sign-extended, so times after 2038-01-19 would come out negative.
     std::int64_t sec = hdr->ts.tv_sec;
     if (h_->classic && sec < 0) sec += std::int64_t{1} << 32;
+    // pcapng stores 64-bit timestamps: past 2262-04-11T23:47:16.854775807Z their ns do not
+    // fit rill::event_time (and libpcap's time_t goes negative past 2^63 s).
+    constexpr std::int64_t max_ns = std::numeric_limits<std::int64_t>::max();
+    if (sec < 0 || sec > (max_ns - frac) / 1'000'000'000) {
+      return fail(pcap_errc::read_failed,
+                  name_ + ": record at byte offset " + std::to_string(offset) + ": timestamp " +
+                      std::to_string(std::uint64_t(sec)) + " s " + std::to_string(frac) +
+                      " ns is outside 1970-01-01..2262-04-11T23:47:16Z, the range of rill::event_time "
+                      "(int64 ns since the epoch)");
+    }
     out.time = event_time{std::chrono::nanoseconds{sec * 1'000'000'000 + frac}};
     out.cap_len = hdr->caplen;
     out.wire_len = hdr->len;

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace netflow_kafka {
 namespace {
@@ -20,6 +21,30 @@ U get(std::string_view s, std::size_t at) {
 
 [[noreturn]] void bad(const std::string& what) {
   throw std::invalid_argument("not a netflow packet record: " + what);
+}
+
+bool all_zero(const std::uint8_t* b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (b[i] != 0) return false;
+  return true;
+}
+
+// rill::flow_key's invariants (packet.hpp), which rill::decode establishes.
+void check_key(const rill::flow_key& k, std::uint8_t flags) {
+  const bool a_port = flags & 16, b_port = flags & 32;
+  if (k.proto == rill::ip_proto::non_ip) {
+    if (a_port || b_port || !all_zero(k.a_addr.data(), 16) || !all_zero(k.b_addr.data(), 16))
+      bad("addresses or ports on a non_ip key (non_ip keys are all zero)");
+    return;
+  }
+  if (a_port != b_port) bad(std::string("only ") + (a_port ? "a_port" : "b_port") + " set (ports come in pairs)");
+  const bool ports_allowed = k.proto == rill::ip_proto::tcp || k.proto == rill::ip_proto::udp;
+  if (a_port && !ports_allowed)
+    bad("ports on protocol " + std::string(rill::to_string(k.proto)) + " (only tcp and udp have ports)");
+  if (k.ip_version == 4 && (!all_zero(k.a_addr.data() + 4, 12) || !all_zero(k.b_addr.data() + 4, 12)))
+    bad("IPv4 address with non-zero bytes 4..15");
+  if (rill::flow_key::make(k.proto, k.ip_version, k.a_addr, k.a_port, k.b_addr, k.b_port) != k)
+    bad("key " + k.to_string() + " not direction-normalised (endpoint a greater than b)");
 }
 
 }  // namespace
@@ -59,8 +84,9 @@ rill::packet decode(std::string_view s) {
     bad("wire_len " + std::to_string(wire_len) + " (over 262144, libpcap's MAXIMUM_SNAPLEN)");
   if (cap_len > max_packet_len)
     bad("cap_len " + std::to_string(cap_len) + " (over 262144, libpcap's MAXIMUM_SNAPLEN)");
-  if (time_ns < 0 || time_ns >= max_time_ns)
-    bad("time " + std::to_string(time_ns) + " ns (outside 1970..2106, classic pcap's range)");
+  if (cap_len > wire_len)
+    bad("cap_len " + std::to_string(cap_len) + " over wire_len " + std::to_string(wire_len));
+  if (time_ns < min_time_ns) bad("time " + std::to_string(time_ns) + " ns (before 1970)");
   rill::packet p;
   p.time = rill::event_time{std::chrono::nanoseconds{time_ns}};
   p.wire_len = wire_len;
@@ -77,6 +103,7 @@ rill::packet decode(std::string_view s) {
   p.vlan_inner = get<std::uint16_t>(s, 26);
   std::memcpy(p.key.a_addr.data(), s.data() + 28, 16);
   std::memcpy(p.key.b_addr.data(), s.data() + 44, 16);
+  check_key(p.key, f);
   return p;
 }
 

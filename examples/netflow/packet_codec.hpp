@@ -30,19 +30,26 @@ inline constexpr std::size_t wire_size = 64;
 /// the largest IPv4 packet (65,535 bytes) and the 64 KiB+ segments of offloading NICs.
 inline constexpr std::uint32_t max_packet_len = 262144;
 
-/// The latest capture time decode accepts: 2^32 s after the epoch (2106-02-07), the end
-/// of classic pcap's unsigned 32-bit seconds field as pcap_reader reads it. Earlier than
-/// the epoch is refused too. Keeps window arithmetic (time + --window) far from overflow.
-inline constexpr std::int64_t max_time_ns = (std::int64_t{1} << 32) * 1'000'000'000;
+/// Capture times decode accepts: [0, INT64_MAX] ns, 1970-01-01 to 2262-04-11T23:47:16Z,
+/// exactly the times rill::pcap_reader and rill::pcap_split_reader return (a record
+/// stamped outside it is a read error there), so the file mode and the Kafka mode accept
+/// the same packets. The keyed windows compute window bounds without overflow up to it
+/// (<rill/operators/keyed_window.hpp>).
+inline constexpr std::int64_t min_time_ns = 0;
 
 /// The 64-byte value of `p`. Never throws except std::bad_alloc.
 std::string encode(const rill::packet& p);
 
 /// The packet in `value`. Throws std::invalid_argument, naming the field and its value,
-/// when the value is not one encode() writes: wrong size or magic, a proto byte that is
-/// not a rill::ip_proto, ip_version not 4 or 6 (0 exactly for non_ip), unknown flag
-/// bits, wire_len or cap_len over max_packet_len, time outside [0, max_time_ns). The
-/// Kafka source sends such a record to its error side output (a poison message).
+/// when the value is not one encode() writes for a packet rill::decode returns: wrong
+/// size or magic, a proto byte that is not a rill::ip_proto, ip_version not 4 or 6 (0
+/// exactly for non_ip), unknown flag bits, wire_len or cap_len over max_packet_len,
+/// cap_len over wire_len, time before min_time_ns, or a key that breaks rill::flow_key's
+/// invariants (<rill/connectors/packet.hpp>): one port set without the other, ports on a
+/// protocol other than tcp/udp, a non_ip key with addresses or ports, an IPv4 address with
+/// non-zero bytes 4..15, endpoint a greater than b (not direction-normalised). Without
+/// these checks such a value would count as a conversation no capture has. The Kafka
+/// source sends such a record to its error side output (a poison message).
 rill::packet decode(std::string_view value);
 
 }  // namespace netflow_kafka

@@ -178,6 +178,40 @@ TEST(pcap_reader_truth, timestamps_are_exact_for_pcap_and_pcapng) {
             std::pair(std::int64_t{1490976022526783000}, std::int64_t{1490976198776068000}));
 }
 
+// The fuzz findings' pcapng files (../shared/data/fuzz-findings/README.md, read in place):
+// timestamps past 2262-04-11 do not fit event_time's int64 ns. Each is a read error
+// naming the file, the block's byte offset and the timestamp (UBSan reported the
+// overflow before: signed-integer-overflow in next()); 2200-01-01 still reads exactly.
+TEST(pcap_reader_findings, timestamps_past_2262_are_a_read_error_naming_file_and_offset) {
+  const auto dir = fs::path(RILL_SHARED_DIR) / "data" / "fuzz-findings";
+  if (!fs::exists(dir / "y2500.pcapng")) {
+    GTEST_SKIP() << "fuzz findings not found at " << dir;
+  }
+  for (const char* name : {"y2500.pcapng", "pcap_ts_overflow.min"}) {
+    SCOPED_TRACE(name);
+    const auto f = dir / name;
+    auto r = rill::pcap_reader::open(f.string());
+    rill::pcap_record rec;
+    ASSERT_EQ(r.next(rec), read_status::error);
+    EXPECT_EQ(r.last_error(), make_error_code(pcap_errc::read_failed));
+    const auto& m = r.error_message();
+    EXPECT_NE(m.find(f.string() + ": record at byte offset "), std::string::npos) << m;
+    EXPECT_NE(m.find("outside 1970-01-01..2262-04-11T23:47:16Z"), std::string::npos) << m;
+    EXPECT_EQ(r.counters().records, 0u);
+    EXPECT_EQ(r.counters().errors, 1u);
+    EXPECT_EQ(r.next(rec), read_status::error);  // stays in error
+  }
+  // 2500-01-01T00:00:00Z = 16725225600 s: the message gives the seconds libpcap read.
+  auto r = rill::pcap_reader::open((dir / "y2500.pcapng").string());
+  rill::pcap_record rec;
+  ASSERT_EQ(r.next(rec), read_status::error);
+  EXPECT_NE(r.error_message().find("timestamp 16725225600 s 0 ns"), std::string::npos) << r.error_message();
+  auto ok = rill::pcap_reader::open((dir / "y2200.pcapng").string());
+  ASSERT_EQ(ok.next(rec), read_status::ok);
+  EXPECT_EQ(rec.time.time_since_epoch().count(), 7'258'118'400'000'000'000);  // 2200-01-01
+  EXPECT_EQ(ok.next(rec), read_status::end_of_file);
+}
+
 // ---------------------------------------------------------------------------------
 // Generated files.
 

@@ -48,7 +48,8 @@ enum class pcap_errc {
   not_a_capture,         ///< not pcap/pcapng (bad magic, bad header): do not retry
   unsupported_linktype,  ///< link type decode does not know, e.g. 192 (PPI): do not retry
   truncated_record,  ///< file ends inside a record (cut off mid-write): records before it are good
-  read_failed,       ///< malformed record or I/O error while reading: stop this input
+  read_failed,       ///< malformed record, I/O error, or a pcapng timestamp past 2262-04-11 (the
+                     ///< end of rill::event_time's int64 ns) while reading: stop this input
   live_open_failed,  ///< interface missing, no permission, cannot activate
 };
 
@@ -116,7 +117,11 @@ class pcap_reader {
   ~pcap_reader();
 
   /// Next raw record. Data path: noexcept, returns a status. After `error`, records read
-  /// before were all complete and already returned. Owning thread only.
+  /// before were all complete and already returned. A record stamped after
+  /// 2262-04-11T23:47:16.854775807Z (pcapng's 64-bit timestamps reach that far; classic
+  /// pcap's end in 2106) is a read_failed error naming the file, the record's byte offset
+  /// and its timestamp: it has no event time, and a saturated one would misplace it in
+  /// every window. Owning thread only.
   read_status next(pcap_record& out) noexcept;
 
   /// Next record, decoded (rill::decode). Counts truncated/malformed packets. Same
