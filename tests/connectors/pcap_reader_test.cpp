@@ -439,6 +439,69 @@ TEST_F(pcap_files, open_errors_name_the_file) {
   EXPECT_EQ(r.next(p), read_status::end_of_file);
 }
 
+// C28 (../shared/cases/CASES.md; dpkt #681, libpcap #577): one pcapng section with three
+// interfaces of different timestamp resolutions, 10^-6 s, 10^-9 s and 2^-10 s (if_tsresol
+// 0x8A, top bit = power of two). Each packet's time comes from its own interface's
+// resolution, in integer math; an EPB naming interface 3, which has no IDB, is an error
+// naming the file and offset, after the three packets before it.
+TEST_F(pcap_files, c28_pcapng_timestamp_resolution_is_per_interface) {
+  auto block = [](std::uint32_t type, const std::string& body) {
+    std::string b;
+    const auto len = std::uint32_t(12 + (body.size() + 3) / 4 * 4);
+    put_u32(b, type, false);
+    put_u32(b, len, false);
+    b += body;
+    b.append((4 - body.size() % 4) % 4, '\0');
+    put_u32(b, len, false);
+    return b;
+  };
+  std::string shb;
+  put_u32(shb, 0x1A2B3C4D, false);  // byte-order magic
+  put_u16(shb, 1, false), put_u16(shb, 0, false);
+  put_u32(shb, 0xffffffff, false), put_u32(shb, 0xffffffff, false);  // section length: unknown
+  auto idb = [](std::uint8_t tsresol) {
+    std::string b;
+    put_u16(b, 1, false), put_u16(b, 0, false);  // LINKTYPE_ETHERNET, reserved
+    put_u32(b, 262144, false);
+    put_u16(b, 9, false), put_u16(b, 1, false);  // if_tsresol, 1 byte
+    b += char(tsresol);
+    b.append(3, '\0');
+    put_u32(b, 0, false);  // opt_endofopt
+    return b;
+  };
+  const auto frame = udp_frame(1000, 53);
+  auto epb = [&](std::uint32_t interface, std::uint64_t ts) {
+    std::string b;
+    put_u32(b, interface, false);
+    put_u32(b, std::uint32_t(ts >> 32), false), put_u32(b, std::uint32_t(ts), false);
+    put_u32(b, std::uint32_t(frame.size()), false), put_u32(b, std::uint32_t(frame.size()), false);
+    b.append(reinterpret_cast<const char*>(frame.data()), frame.size());
+    return block(6, b);
+  };
+  std::string file = block(0x0A0D0D0A, shb) + block(1, idb(6)) + block(1, idb(9)) + block(1, idb(0x8A));
+  file += epb(0, 1'700'000'000'123'456);
+  file += epb(1, 1'700'000'000'123'456'789);
+  file += epb(2, std::uint64_t{1'700'000'000} * 1024 + 512);
+  const auto bad_offset = file.size();
+  file += epb(3, 1'700'000'001'000'000);
+  const auto path = dir_ / "c28.pcapng";
+  write_file(path, file);
+
+  auto r = rill::pcap_reader::open(path.string());
+  rill::pcap_record rec;
+  std::vector<std::int64_t> ns;
+  read_status st;
+  while ((st = r.next(rec)) == read_status::ok) ns.push_back(rec.time.time_since_epoch().count());
+  EXPECT_EQ(ns, (std::vector<std::int64_t>{1'700'000'000'123'456'000, 1'700'000'000'123'456'789,
+                                           1'700'000'000'500'000'000}));
+  ASSERT_EQ(st, read_status::error);
+  EXPECT_EQ(r.counters().records, 3u);
+  EXPECT_EQ(r.counters().errors, 1u);
+  EXPECT_NE(r.error_message().find(path.string()), std::string::npos) << r.error_message();
+  EXPECT_NE(r.error_message().find("byte offset " + std::to_string(bad_offset)), std::string::npos)
+      << r.error_message();
+}
+
 TEST_F(pcap_files, moved_reader_keeps_reading) {
   const auto path = dir_ / "f.pcap";
   write_pcap(path, 1, {rec(1, udp_frame(1, 2)), rec(2, udp_frame(1, 2))});
