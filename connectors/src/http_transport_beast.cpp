@@ -9,6 +9,7 @@
 
 #include <deque>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "rill/connectors/http_transport.hpp"
@@ -174,6 +175,16 @@ class beast_transport final : public http_transport {
                      [this, alive = alive_, c, job](const boost::system::error_code& ec,
                                                     std::size_t) mutable {
                        if (!*alive) return;
+                       if (ec == http::error::partial_message && c->parser->content_length()) {
+                         // The peer closed inside a body of announced length (C24 (b)).
+                         const auto want = *c->parser->content_length();
+                         const auto got = want - c->parser->content_length_remaining().value_or(want);
+                         auto r = failure(ec, "read");
+                         r.detail = "read: truncated body (" + std::to_string(got) + "/" + std::to_string(want) +
+                                    " bytes): the server closed the connection";
+                         release(std::move(c), true);
+                         return finish(*job, std::move(r));
+                       }
                        if (ec) return fail(std::move(c), std::move(job), ec, "read");
                        auto res = c->parser->release();
                        http_result r;
