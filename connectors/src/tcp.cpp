@@ -120,13 +120,19 @@ void tcp_connector::accept_next() {
   acceptor_->async_accept(
       [self = shared_from_this()](const boost::system::error_code& ec, tcp::socket s) {
         if (self->stopped_ || ec == asio::error::operation_aborted) return;
-        if (ec) {
-          if (self->on_error_)
-            self->on_error_(to_std(ec), "accept on " + self->ep_.to_string() + ": " + ec.message());
-        } else {
+        if (!ec) {
           self->on_socket_(std::move(s));
+          return self->accept_next();
         }
-        self->accept_next();
+        if (self->on_error_)
+          self->on_error_(to_std(ec), "accept on " + self->ep_.to_string() + ": " + ec.message());
+        // EMFILE, ENFILE, ENOBUFS leave the connection in the backlog: accepting again at
+        // once fails at once, and the loop would spin. Wait, then accept again (C25).
+        self->timer_.expires_after(accept_retry_delay);
+        self->timer_.async_wait([self](const boost::system::error_code& tec) {
+          if (tec || self->stopped_) return;
+          self->accept_next();
+        });
       });
 }
 

@@ -68,13 +68,20 @@ namespace detail {
 /// delay and retries, forever (until stop()); reconnect() asks for a new connection after
 /// the current one broke. Listen mode: binds in the constructor (throws
 /// std::system_error naming the endpoint when the port is taken), then accepts every
-/// connection; reconnect() does nothing (the peer reconnects).
+/// connection; reconnect() does nothing (the peer reconnects). A failed accept (EMFILE:
+/// the process is out of descriptors) is reported to on_error and retried after
+/// accept_retry_delay: never a busy loop, never a dead listener (cpprestsdk #546 stopped
+/// accepting for good; case C25).
 /// SO_SNDBUF / SO_RCVBUF for every socket of a tcp_connector (0 = kernel default). Set
 /// before listen() / connect(): the receive buffer decides the TCP window scale in the
 /// handshake; set later, a smaller buffer can stall the connection.
 struct tcp_socket_buffers {
   std::size_t send_bytes = 0, receive_bytes = 0;
 };
+
+/// The wait before accepting again after a failed accept: 20 attempts a second while
+/// descriptors run out, and a freed descriptor is used within 50 ms.
+inline constexpr std::chrono::milliseconds accept_retry_delay{50};
 
 class tcp_connector : public std::enable_shared_from_this<tcp_connector> {
  public:
