@@ -70,34 +70,34 @@ void append_json_line(const event& e, std::string& out) {
   out.append(kind_name(kind_of(e)));
   out += "\":{";
   if (const auto* p = std::get_if<person>(&e)) {
-    key(out, "id", true), json_u64(out, p->id);
-    key(out, "name"), json_str(out, p->name);
-    key(out, "email_address"), json_str(out, p->email_address);
-    key(out, "credit_card"), json_str(out, p->credit_card);
-    key(out, "city"), json_str(out, p->city);
-    key(out, "state"), json_str(out, p->state);
-    key(out, "date_time"), json_u64(out, ms(p->date_time));
-    key(out, "extra"), json_str(out, p->extra);
+    key(out, "id", true); json_u64(out, p->id);
+    key(out, "name"); json_str(out, p->name);
+    key(out, "email_address"); json_str(out, p->email_address);
+    key(out, "credit_card"); json_str(out, p->credit_card);
+    key(out, "city"); json_str(out, p->city);
+    key(out, "state"); json_str(out, p->state);
+    key(out, "date_time"); json_u64(out, ms(p->date_time));
+    key(out, "extra"); json_str(out, p->extra);
   } else if (const auto* a = std::get_if<auction>(&e)) {
-    key(out, "id", true), json_u64(out, a->id);
-    key(out, "item_name"), json_str(out, a->item_name);
-    key(out, "description"), json_str(out, a->description);
-    key(out, "initial_bid"), json_u64(out, a->initial_bid);
-    key(out, "reserve"), json_u64(out, a->reserve);
-    key(out, "date_time"), json_u64(out, ms(a->date_time));
-    key(out, "expires"), json_u64(out, ms(a->expires));
-    key(out, "seller"), json_u64(out, a->seller);
-    key(out, "category"), json_u64(out, a->category);
-    key(out, "extra"), json_str(out, a->extra);
+    key(out, "id", true); json_u64(out, a->id);
+    key(out, "item_name"); json_str(out, a->item_name);
+    key(out, "description"); json_str(out, a->description);
+    key(out, "initial_bid"); json_u64(out, a->initial_bid);
+    key(out, "reserve"); json_u64(out, a->reserve);
+    key(out, "date_time"); json_u64(out, ms(a->date_time));
+    key(out, "expires"); json_u64(out, ms(a->expires));
+    key(out, "seller"); json_u64(out, a->seller);
+    key(out, "category"); json_u64(out, a->category);
+    key(out, "extra"); json_str(out, a->extra);
   } else {
     const auto& b = std::get<bid>(e);
-    key(out, "auction", true), json_u64(out, b.auction);
-    key(out, "bidder"), json_u64(out, b.bidder);
-    key(out, "price"), json_u64(out, b.price);
-    key(out, "channel"), json_str(out, b.channel);
-    key(out, "url"), json_str(out, b.url);
-    key(out, "date_time"), json_u64(out, ms(b.date_time));
-    key(out, "extra"), json_str(out, b.extra);
+    key(out, "auction", true); json_u64(out, b.auction);
+    key(out, "bidder"); json_u64(out, b.bidder);
+    key(out, "price"); json_u64(out, b.price);
+    key(out, "channel"); json_str(out, b.channel);
+    key(out, "url"); json_str(out, b.url);
+    key(out, "date_time"); json_u64(out, ms(b.date_time));
+    key(out, "extra"); json_str(out, b.extra);
   }
   out += "}}\n";
 }

@@ -11,6 +11,7 @@
 #include <nexmark/detail/rand08.hpp>
 #include <nexmark/event_file.hpp>
 #include <nexmark/generator.hpp>
+#include <nexmark/queries.hpp>
 
 namespace {
 
@@ -219,6 +220,22 @@ TEST(NexmarkEventFile, BadFilesNameFileAndPosition) {
   write_file(big, huge);
   EXPECT_EQ(error_of(big), big.string() + ": malformed record: string of 4294967295 bytes (more "
                                           "than 1048576) at byte 8 (event 0)");
+}
+
+// q1's price: 0.908 x cents, exact, three decimals (queries.hpp).
+TEST(NexmarkQueries, RowJsonLines) {
+  std::string out;
+  append_json_line(q1_row{1, 2, 1 * 908, timestamp{milliseconds{5}}, "x"}, out);
+  append_json_line(q1_row{1, 2, 1000 * 908, timestamp{milliseconds{5}}, ""}, out);
+  append_json_line(q1_row{1, 2, 73134520ULL * 908, timestamp{milliseconds{5}}, ""}, out);
+  append_json_line(q2_row{1107, 4783}, out);
+  append_json_line(q0_row{1, 2, 3, timestamp{milliseconds{4}}, "a\"b"}, out);
+  EXPECT_EQ(out,
+            "{\"auction\":1,\"bidder\":2,\"price\":0.908,\"date_time\":5,\"extra\":\"x\"}\n"
+            "{\"auction\":1,\"bidder\":2,\"price\":908.000,\"date_time\":5,\"extra\":\"\"}\n"
+            "{\"auction\":1,\"bidder\":2,\"price\":66406144.160,\"date_time\":5,\"extra\":\"\"}\n"
+            "{\"auction\":1107,\"price\":4783}\n"
+            "{\"auction\":1,\"bidder\":2,\"price\":3,\"date_time\":4,\"extra\":\"a\\\"b\"}\n");
 }
 
 }  // namespace

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""NEXMark q0, q1 and q2 on rill (examples/nexmark/nexmark_query) against DuckDB.
+
+nexmark_gen writes 200,000 events twice: as JSON lines (the Rust crate's format, checked
+against the crate by nexmark_crate_test) and as a binary event file. rill runs each query
+over the binary file, with 1 and 2 workers; DuckDB (PyPI duckdb, in the venv that
+scripts/duckdb_venv makes) runs SQL written from the query definitions over the JSON
+lines. The rows must be the same multiset (any order; q1's prices compared as exact
+decimals), and the summary's row count must equal the oracle's.
+
+Bad input: nexmark_query on the binary file cut inside a record exits 1 and names the
+file, the byte offset of the cut record and its index (offsets found here by walking the
+records with the format of event_file.hpp), after writing the rows of every record
+before it; on a JSON file it exits 2 and says it is not an event file.
+
+usage: nexmark_queries_test.py NEXMARK_GEN NEXMARK_QUERY SCRIPTS_DUCKDB_VENV
+"""
+
+import collections
+import decimal
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+EVENTS = 200_000
+
+ORACLE = {
+    "q0": "SELECT auction, bidder, price, date_time, extra FROM bid",
+    "q1": "SELECT auction, bidder, 0.908 * price AS price, date_time, extra FROM bid",
+    "q2": "SELECT auction, price FROM bid WHERE auction % 123 = 0",
+}
+
+BID = ("STRUCT(auction UBIGINT, bidder UBIGINT, price UBIGINT, channel VARCHAR, url VARCHAR, "
+       "date_time UBIGINT, extra VARCHAR)")
+
+
+def ensure_duckdb(venv_script):
+    try:
+        import duckdb  # noqa: F401
+        return
+    except ImportError:
+        pass
+    if os.environ.get("NEXMARK_QUERIES_TEST_REEXEC"):
+        sys.exit("FAIL: duckdb does not import even in the venv of scripts/duckdb_venv")
+    p = subprocess.run([venv_script], stdout=subprocess.PIPE)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: {venv_script} exited {p.returncode} (its log is above)")
+    py = p.stdout.decode().strip()
+    os.environ["NEXMARK_QUERIES_TEST_REEXEC"] = "1"
+    os.execv(py, [py, os.path.abspath(__file__), *sys.argv[1:]])
+
+
+def run(cmd, want_rc=0):
+    p = subprocess.run(cmd, capture_output=True)
+    if p.returncode != want_rc:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}, expected {want_rc}: "
+                 f"{p.stderr.decode()[-2000:]}")
+    return p
+
+
+def summary(stderr):
+    return json.loads(stderr.decode().splitlines()[0])
+
+
+def rows_of(path):
+    with open(path) as f:
+        return collections.Counter(
+            tuple(json.loads(line, parse_float=decimal.Decimal).values()) for line in f)
+
+
+def record_starts(data):
+    """Byte offsets of the records of a binary event file (event_file.hpp's format)."""
+    layouts = {0: "QSSSSSQS", 1: "QSSQQQQQQS", 2: "QQQSSQS"}
+    pos, starts = 8, []
+    while pos < len(data):
+        starts.append(pos)
+        kind = data[pos]
+        pos += 1
+        for f in layouts[kind]:
+            pos += 8 if f == "Q" else 4 + struct.unpack_from("<I", data, pos)[0]
+    return starts
+
+
+def main():
+    gen, query, venv_script = sys.argv[1:4]
+    ensure_duckdb(venv_script)
+    import duckdb
+
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        js, binary = os.path.join(tmp, "events.jsonl"), os.path.join(tmp, "events.bin")
+        run([gen, "-n", str(EVENTS), "-o", js])
+        run([gen, "-n", str(EVENTS), "--format", "binary", "-o", binary])
+
+        db = duckdb.connect()
+        db.execute(f"CREATE TABLE events AS SELECT * FROM read_json('{js}', "
+                   f"format = 'newline_delimited', columns = {{'Bid': '{BID}'}})")
+        db.execute("CREATE VIEW bid AS SELECT Bid.* FROM events WHERE Bid IS NOT NULL")
+        n_bids = db.execute("SELECT count(*) FROM bid").fetchone()[0]
+        if n_bids != EVENTS // 50 * 46:
+            print(f"FAIL: DuckDB read {n_bids} bids, expected {EVENTS // 50 * 46}")
+            failures += 1
+
+        for q, sql in ORACLE.items():
+            want = collections.Counter(tuple(r) for r in db.execute(sql).fetchall())
+            for workers in (1, 2):
+                out = os.path.join(tmp, f"{q}-{workers}.jsonl")
+                p = run([query, "--query", q, "--input", binary, "--output", out,
+                         "--workers", str(workers)])
+                got = rows_of(out)
+                s = summary(p.stderr)
+                label = f"{q} --workers {workers}"
+                if got != want:
+                    missing, extra = want - got, got - want
+                    print(f"FAIL {label}: {sum(missing.values())} oracle rows missing, "
+                          f"{sum(extra.values())} rows not in the oracle; e.g. missing "
+                          f"{list(missing)[:2]}, extra {list(extra)[:2]}")
+                    failures += 1
+                elif s["rows"] != sum(want.values()) or s["events"] != EVENTS or s["errors"]:
+                    print(f"FAIL {label}: summary {s}, oracle {sum(want.values())} rows")
+                    failures += 1
+                else:
+                    print(f"ok {label}: {s['rows']} rows equal to DuckDB's")
+
+        # A file cut inside record 1000: rows of records 0..999 are written, then exit 1.
+        with open(binary, "rb") as f:
+            data = f.read()
+        starts = record_starts(data)
+        if len(starts) != EVENTS:
+            print(f"FAIL: the binary file holds {len(starts)} records, expected {EVENTS}")
+            failures += 1
+        cut = os.path.join(tmp, "cut.bin")
+        with open(cut, "wb") as f:
+            f.write(data[:starts[1000] + 20])
+        out = os.path.join(tmp, "cut.jsonl")
+        p = run([query, "--query", "q0", "--input", cut, "--output", out], want_rc=1)
+        msg = f"{cut}: truncated record (file ends inside it) at byte {starts[1000]} (event 1000)"
+        bids_before = sum(1 for i in range(1000) if i % 50 >= 4)
+        got = sum(rows_of(out).values())
+        if msg not in p.stderr.decode() or got != bids_before:
+            print(f"FAIL truncated input: {got} rows (expected {bids_before}), stderr "
+                  f"{p.stderr.decode()[-500:]!r}, expected to contain {msg!r}")
+            failures += 1
+        p = run([query, "--input", js], want_rc=2)
+        if f"{js}: not a NEXMark event file" not in p.stderr.decode():
+            print(f"FAIL JSON as input: stderr {p.stderr.decode()!r}")
+            failures += 1
+
+    if failures:
+        return 1
+    print(f"ok: q0, q1, q2 over {EVENTS} events equal to DuckDB's rows; bad input named")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
