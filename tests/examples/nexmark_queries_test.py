@@ -11,7 +11,8 @@ decimals), and the summary's row count must equal the oracle's.
 Bad input: nexmark_query on the binary file cut inside a record exits 1 and names the
 file, the byte offset of the cut record and its index (offsets found here by walking the
 records with the format of event_file.hpp), after writing the rows of every record
-before it; on a JSON file it exits 2 and says it is not an event file.
+before it; on a JSON file it exits 2 and says it is not an event file. Bad arguments
+of both programs exit 2 and name the option.
 
 usage: nexmark_queries_test.py NEXMARK_GEN NEXMARK_QUERY SCRIPTS_DUCKDB_VENV
 """
@@ -148,6 +149,18 @@ def main():
         if f"{js}: not a NEXMark event file" not in p.stderr.decode():
             print(f"FAIL JSON as input: stderr {p.stderr.decode()!r}")
             failures += 1
+
+        # Bad arguments name the option (exit 2); an output that cannot be created, the path.
+        for cmd, rc, text in (([gen, "--rate", "0"], 2, "--rate"),
+                              ([gen, "--format", "xml"], 2, "--format"),
+                              ([gen, "-o", os.path.join(tmp, "no", "such", "dir")], 1,
+                               "cannot create --output"),
+                              ([query, "--query", "q9"], 2, "--query"),
+                              ([query, "--workers", "0"], 2, "--workers")):
+            p = run(cmd, want_rc=rc)
+            if text not in p.stderr.decode():
+                print(f"FAIL {' '.join(cmd)}: stderr {p.stderr.decode()!r} does not name {text!r}")
+                failures += 1
 
     if failures:
         return 1
