@@ -9,7 +9,8 @@
 // the rows' FNV-1a, independent of row order), workers, elapsed_s, events_per_s, errors.
 // Exit status: 0 ok; 1 the input is truncated or malformed (every event before the bad
 // record was processed; the message names the file, byte and event) or --output could
-// not be written; 2 a bad argument or an input that cannot be opened or is not an event file.
+// not be written; 2 a bad argument, an --output that cannot be created (as netflow), or an
+// input that cannot be opened or is not an event file.
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cinttypes>
