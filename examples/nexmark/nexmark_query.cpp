@@ -2,7 +2,8 @@
 // a binary event file (nexmark_gen --format binary) or over generated events.
 //
 //   nexmark_query                                   # q0 over 100,000 generated events
-//   nexmark_query --query q1 --input events.bin --output rows.jsonl --workers 2
+//   nexmark_query --query q1 --input events.bin --output rows.jsonl
+//   nexmark_query --query q2 --input part0.bin --input part1.bin --workers 2  # a split each
 //
 // Output (--output FILE or -): one JSON line per result row (queries.hpp), in arrival
 // order. Summary (stderr, one JSON object): query, events, rows, checksum (hex; the sum of
@@ -21,6 +22,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <rill/rill.hpp>
 
@@ -62,13 +64,14 @@ std::string json_string(const std::string& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"nexmark_query: one NEXMark query (q0, q1, q2) as a rill job"};
-  std::string query = "q0", input, output;
+  std::string query = "q0", output;
+  std::vector<std::string> inputs;
   std::uint64_t events = 100'000;
   std::size_t workers = 1;
   app.add_option("--query,-q", query, "q0, q1 or q2")
       ->capture_default_str()->check(CLI::IsMember({"q0", "q1", "q2"}));
-  app.add_option("--input,-i", input, "binary event file (nexmark_gen --format binary); "
-                                      "without it, --events generated events");
+  app.add_option("--input,-i", inputs, "binary event file (nexmark_gen --format binary), one "
+                                       "split per file (repeat); without it, --events generated events");
   app.add_option("--events,-n", events, "generated events when there is no --input")
       ->capture_default_str()
       ->check(rill_examples::whole_number(0, std::numeric_limits<std::int64_t>::max()));
@@ -97,8 +100,8 @@ int main(int argc, char** argv) {
   outcome o;
   try {
     auto events_stream = [&] {
-      return input.empty() ? rill::from(nexmark::generated_events{{}, events})
-                           : rill::from(nexmark::event_file_source{input});
+      return inputs.empty() ? rill::from(nexmark::generated_events{{}, events})
+                            : rill::from(nexmark::event_file_source{{inputs.begin(), inputs.end()}});
     };
     if (query == "q0") o = run_query<nexmark::q0_row>(nexmark::q0, events_stream(), workers, out);
     else if (query == "q1") o = run_query<nexmark::q1_row>(nexmark::q1, events_stream(), workers, out);

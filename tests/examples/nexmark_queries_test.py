@@ -5,8 +5,10 @@ nexmark_gen writes 200,000 events twice: as JSON lines (the Rust crate's format,
 against the crate by nexmark_crate_test) and as a binary event file. rill runs each query
 over the binary file, with 1 and 2 workers; DuckDB (PyPI duckdb, in the venv that
 scripts/duckdb_venv makes) runs SQL written from the query definitions over the JSON
-lines. The rows must be the same multiset (any order; q1's prices compared as exact
-decimals), and the summary's row count must equal the oracle's.
+lines. rill also reads the stream as two files (nexmark_gen --offset 0/1 --step 2), one
+split per worker. The rows must be the same multiset (any order; q1's prices compared as exact
+decimals), and the summary's row count must equal the oracle's; its checksum must not depend on
+the workers or files.
 
 Bad input: nexmark_query on the binary file cut inside a record exits 1 and names the
 file, the byte offset of the cut record and its index (offsets found here by walking the
@@ -95,6 +97,11 @@ def main():
         js, binary = os.path.join(tmp, "events.jsonl"), os.path.join(tmp, "events.bin")
         run([gen, "-n", str(EVENTS), "-o", js])
         run([gen, "-n", str(EVENTS), "--format", "binary", "-o", binary])
+        # The same stream as two files (every other event each): one split per worker.
+        parts = [os.path.join(tmp, f"part{i}.bin") for i in (0, 1)]
+        for i, part in enumerate(parts):
+            run([gen, "-n", str(EVENTS // 2), "--offset", str(i), "--step", "2",
+                 "--format", "binary", "-o", part])
 
         db = duckdb.connect()
         db.execute(f"CREATE TABLE events AS SELECT * FROM read_json('{js}', "
@@ -107,13 +114,14 @@ def main():
 
         for q, sql in ORACLE.items():
             want = collections.Counter(tuple(r) for r in db.execute(sql).fetchall())
-            for workers in (1, 2):
-                out = os.path.join(tmp, f"{q}-{workers}.jsonl")
-                p = run([query, "--query", q, "--input", binary, "--output", out,
-                         "--workers", str(workers)])
+            checksums = set()
+            for workers, inputs in ((1, [binary]), (2, [binary]), (2, parts)):
+                out = os.path.join(tmp, f"{q}-{workers}-{len(inputs)}.jsonl")
+                p = run([query, "--query", q, "--output", out, "--workers", str(workers),
+                         *[a for f in inputs for a in ("--input", f)]])
                 got = rows_of(out)
                 s = summary(p.stderr)
-                label = f"{q} --workers {workers}"
+                label = f"{q} --workers {workers}, {len(inputs)} file(s)"
                 if got != want:
                     missing, extra = want - got, got - want
                     print(f"FAIL {label}: {sum(missing.values())} oracle rows missing, "
@@ -125,6 +133,10 @@ def main():
                     failures += 1
                 else:
                     print(f"ok {label}: {s['rows']} rows equal to DuckDB's")
+                checksums.add(s["checksum"])
+            if len(checksums) != 1:
+                print(f"FAIL {q}: the row checksum differs between runs: {checksums}")
+                failures += 1
 
         # A file cut inside record 1000: rows of records 0..999 are written, then exit 1.
         with open(binary, "rb") as f:

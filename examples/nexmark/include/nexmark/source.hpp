@@ -9,14 +9,18 @@
 //   rt.run(rill::from(nexmark::generated_events{{}, 5000})
 //              .filter([](const nexmark::event& e) { return nexmark::kind_of(e) == nexmark::event_kind::bid; })
 //              .sink([&bids](nexmark::event&&) { ++bids; }));  // bids == 4600
-//   // the same from a file: rill::from(nexmark::event_file_source{"events.bin"})
+//   // the same from a file: rill::from(nexmark::event_file_source{{"events.bin"}})
 //
-// Both are one split: one file read front to back keeps the file's order (its event-time
-// order, up to the generator's out_of_order_group_size), and the watermark follows it.
-// A file is opened when the run starts (runtime::run, before the workers): a missing or
-// foreign file throws event_file_error from run(). A truncated or malformed record ends
-// the input: its message ("FILE: truncated record ... at byte N (event K)") is in
-// run_report::errors, after every record before it went downstream.
+// Splits: event_file_source has one split per file, read front to back in file order
+// (its event-time order, up to the generator's out_of_order_group_size); split i runs on
+// worker i mod workers and the watermark is the minimum over the files. To read one
+// stream on N workers, write it as N files with `nexmark_gen --offset i --step N`
+// (i = 0..N-1: the crate's parallel-generator scheme, every N-th event per file).
+// generated_events is one split. A file is opened when the run starts (runtime::run,
+// before the workers): a missing or foreign file throws event_file_error from run(). A
+// truncated or malformed record ends that file's input: its message ("FILE: truncated
+// record ... at byte N (event K)") is in run_report::errors, after every record before
+// it went downstream.
 //
 // Thread safety: a reader lives on its split's worker (rill/core/source.hpp).
 #pragma once
@@ -24,7 +28,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <rill/core/record.hpp>
 #include <rill/core/source.hpp>
@@ -39,13 +45,16 @@ inline rill::event_time event_time_of(const event& e) noexcept {
   return rill::event_time{date_time_of(e).time_since_epoch()};
 }
 
-/// The events of a binary event file, in file order.
+/// The events of binary event files, one split per file, each in file order.
 class event_file_source {
  public:
   using value_type = event;
-  explicit event_file_source(std::filesystem::path path) : path_(std::move(path)) {}
-  std::size_t split_count() const noexcept { return 1; }
-  std::string name() const { return "nexmark_file:" + path_.string(); }
+  /// `paths` must not be empty (std::invalid_argument).
+  explicit event_file_source(std::vector<std::filesystem::path> paths) : paths_(std::move(paths)) {
+    if (paths_.empty()) throw std::invalid_argument("nexmark::event_file_source: no file");
+  }
+  std::size_t split_count() const noexcept { return paths_.size(); }
+  std::string name() const { return "nexmark_file:" + paths_.front().string(); }
 
   class reader {
    public:
@@ -72,10 +81,10 @@ class event_file_source {
     std::string error_;
   };
   /// Throws event_file_error (cannot open, not an event file).
-  reader open(std::size_t) const { return reader{path_}; }
+  reader open(std::size_t split) const { return reader{paths_.at(split)}; }
 
  private:
-  std::filesystem::path path_;
+  std::vector<std::filesystem::path> paths_;
 };
 
 /// `count` events of `generator{cfg}`, as fast as the pipeline takes them.
