@@ -5,7 +5,7 @@ nexmark_gen writes 200,000 events twice: as JSON lines (the Rust crate's format,
 against the crate by nexmark_crate_test) and as a binary event file. rill runs each query
 over the binary file, with 1 and 2 workers; DuckDB (PyPI duckdb, in the venv that
 scripts/duckdb_venv makes) runs SQL written from the query definitions over the JSON
-lines. rill also reads the stream as two files (nexmark_gen --offset 0/1 --step 2), one
+lines. rill's rows are read into DuckDB and compared with EXCEPT ALL both ways. rill also reads the stream as two files (nexmark_gen --offset 0/1 --step 2), one
 split per worker. The rows must be the same multiset (any order; q1's prices compared as exact
 decimals), and the summary's row count must equal the oracle's; its checksum must not depend on
 the workers or files.
@@ -34,6 +34,15 @@ ORACLE = {
     "q0": "SELECT auction, bidder, price, date_time, extra FROM bid",
     "q1": "SELECT auction, bidder, 0.908 * price AS price, date_time, extra FROM bid",
     "q2": "SELECT auction, price FROM bid WHERE auction % 123 = 0",
+}
+
+# rill's row columns, typed as the oracle's results (q1's price: DECIMAL(.., 3), exact).
+ROW_COLUMNS = {
+    "q0": "{'auction': 'UBIGINT', 'bidder': 'UBIGINT', 'price': 'UBIGINT', "
+          "'date_time': 'UBIGINT', 'extra': 'VARCHAR'}",
+    "q1": "{'auction': 'UBIGINT', 'bidder': 'UBIGINT', 'price': 'DECIMAL(38,3)', "
+          "'date_time': 'UBIGINT', 'extra': 'VARCHAR'}",
+    "q2": "{'auction': 'UBIGINT', 'price': 'UBIGINT'}",
 }
 
 BID = ("STRUCT(auction UBIGINT, bidder UBIGINT, price UBIGINT, channel VARCHAR, url VARCHAR, "
@@ -113,23 +122,27 @@ def main():
             failures += 1
 
         for q, sql in ORACLE.items():
-            want = collections.Counter(tuple(r) for r in db.execute(sql).fetchall())
+            db.execute(f"CREATE TABLE want_{q} AS {sql}")
+            n_want = db.execute(f"SELECT count(*) FROM want_{q}").fetchone()[0]
             checksums = set()
             for workers, inputs in ((1, [binary]), (2, [binary]), (2, parts)):
                 out = os.path.join(tmp, f"{q}-{workers}-{len(inputs)}.jsonl")
                 p = run([query, "--query", q, "--output", out, "--workers", str(workers),
                          *[a for f in inputs for a in ("--input", f)]])
-                got = rows_of(out)
                 s = summary(p.stderr)
                 label = f"{q} --workers {workers}, {len(inputs)} file(s)"
-                if got != want:
-                    missing, extra = want - got, got - want
-                    print(f"FAIL {label}: {sum(missing.values())} oracle rows missing, "
-                          f"{sum(extra.values())} rows not in the oracle; e.g. missing "
-                          f"{list(missing)[:2]}, extra {list(extra)[:2]}")
+                # rill's rows into DuckDB with the oracle's column types; multiset difference
+                # both ways (EXCEPT ALL keeps duplicates).
+                db.execute(f"CREATE OR REPLACE TABLE got AS SELECT * FROM read_json('{out}', "
+                           f"format = 'newline_delimited', columns = {ROW_COLUMNS[q]})")
+                missing = db.execute(f"SELECT * FROM want_{q} EXCEPT ALL SELECT * FROM got").fetchall()
+                extra = db.execute(f"SELECT * FROM got EXCEPT ALL SELECT * FROM want_{q}").fetchall()
+                if missing or extra:
+                    print(f"FAIL {label}: {len(missing)} oracle rows missing, {len(extra)} rows "
+                          f"not in the oracle; e.g. missing {missing[:2]}, extra {extra[:2]}")
                     failures += 1
-                elif s["rows"] != sum(want.values()) or s["events"] != EVENTS or s["errors"]:
-                    print(f"FAIL {label}: summary {s}, oracle {sum(want.values())} rows")
+                elif s["rows"] != n_want or s["events"] != EVENTS or s["errors"]:
+                    print(f"FAIL {label}: summary {s}, oracle {n_want} rows")
                     failures += 1
                 else:
                     print(f"ok {label}: {s['rows']} rows equal to DuckDB's")
