@@ -60,7 +60,8 @@ namespace nexmark {
 /// Rate wave when first_rate != next_rate (the crate's RateShape).
 enum class rate_shape { square, sine };
 
-/// The crate's NexmarkConfig, same names and defaults (except base_time).
+/// The crate's NexmarkConfig: same names (its rate_shape is `shape` here) and defaults
+/// (except base_time). Sizes are bytes; a hot ratio r makes P(hot) = 1 - 1/r.
 struct config {
   std::size_t active_people = 1000;       ///< persons considered active for new auctions and bids
   std::size_t in_flight_auctions = 100;   ///< auctions open at any time
