@@ -1,10 +1,9 @@
 // event_file.cpp — JSON lines in serde_json's form and the binary event format
 // (include/nexmark/event_file.hpp).
-#include <nexmark/event_file.hpp>
-
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <nexmark/event_file.hpp>
 
 namespace nexmark {
 namespace {
@@ -30,13 +29,27 @@ void json_str(std::string& out, std::string_view s) {
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\f': out += "\\f"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20) {
           static constexpr char hex[] = "0123456789abcdef";
@@ -70,34 +83,59 @@ void append_json_line(const event& e, std::string& out) {
   out.append(kind_name(kind_of(e)));
   out += "\":{";
   if (const auto* p = std::get_if<person>(&e)) {
-    key(out, "id", true); json_u64(out, p->id);
-    key(out, "name"); json_str(out, p->name);
-    key(out, "email_address"); json_str(out, p->email_address);
-    key(out, "credit_card"); json_str(out, p->credit_card);
-    key(out, "city"); json_str(out, p->city);
-    key(out, "state"); json_str(out, p->state);
-    key(out, "date_time"); json_u64(out, ms(p->date_time));
-    key(out, "extra"); json_str(out, p->extra);
+    key(out, "id", true);
+    json_u64(out, p->id);
+    key(out, "name");
+    json_str(out, p->name);
+    key(out, "email_address");
+    json_str(out, p->email_address);
+    key(out, "credit_card");
+    json_str(out, p->credit_card);
+    key(out, "city");
+    json_str(out, p->city);
+    key(out, "state");
+    json_str(out, p->state);
+    key(out, "date_time");
+    json_u64(out, ms(p->date_time));
+    key(out, "extra");
+    json_str(out, p->extra);
   } else if (const auto* a = std::get_if<auction>(&e)) {
-    key(out, "id", true); json_u64(out, a->id);
-    key(out, "item_name"); json_str(out, a->item_name);
-    key(out, "description"); json_str(out, a->description);
-    key(out, "initial_bid"); json_u64(out, a->initial_bid);
-    key(out, "reserve"); json_u64(out, a->reserve);
-    key(out, "date_time"); json_u64(out, ms(a->date_time));
-    key(out, "expires"); json_u64(out, ms(a->expires));
-    key(out, "seller"); json_u64(out, a->seller);
-    key(out, "category"); json_u64(out, a->category);
-    key(out, "extra"); json_str(out, a->extra);
+    key(out, "id", true);
+    json_u64(out, a->id);
+    key(out, "item_name");
+    json_str(out, a->item_name);
+    key(out, "description");
+    json_str(out, a->description);
+    key(out, "initial_bid");
+    json_u64(out, a->initial_bid);
+    key(out, "reserve");
+    json_u64(out, a->reserve);
+    key(out, "date_time");
+    json_u64(out, ms(a->date_time));
+    key(out, "expires");
+    json_u64(out, ms(a->expires));
+    key(out, "seller");
+    json_u64(out, a->seller);
+    key(out, "category");
+    json_u64(out, a->category);
+    key(out, "extra");
+    json_str(out, a->extra);
   } else {
     const auto& b = std::get<bid>(e);
-    key(out, "auction", true); json_u64(out, b.auction);
-    key(out, "bidder"); json_u64(out, b.bidder);
-    key(out, "price"); json_u64(out, b.price);
-    key(out, "channel"); json_str(out, b.channel);
-    key(out, "url"); json_str(out, b.url);
-    key(out, "date_time"); json_u64(out, ms(b.date_time));
-    key(out, "extra"); json_str(out, b.extra);
+    key(out, "auction", true);
+    json_u64(out, b.auction);
+    key(out, "bidder");
+    json_u64(out, b.bidder);
+    key(out, "price");
+    json_u64(out, b.price);
+    key(out, "channel");
+    json_str(out, b.channel);
+    key(out, "url");
+    json_str(out, b.url);
+    key(out, "date_time");
+    json_u64(out, ms(b.date_time));
+    key(out, "extra");
+    json_str(out, b.extra);
   }
   out += "}}\n";
 }
@@ -139,8 +177,7 @@ void append_binary(const event& e, std::string& out) {
 event_file_reader::event_file_reader(const std::filesystem::path& path)
     : path_(path), buf_(1u << 20) {
   file_ = std::fopen(path.c_str(), "rb");
-  if (!file_)
-    throw event_file_error(path.string() + ": cannot open: " + std::strerror(errno));
+  if (!file_) throw event_file_error(path.string() + ": cannot open: " + std::strerror(errno));
   if (!fill(binary_magic.size()))
     fail(0, "not a NEXMark event file: shorter than the 8-byte magic");
   if (std::string_view(buf_.data(), binary_magic.size()) != binary_magic)
@@ -193,8 +230,8 @@ void event_file_reader::str(std::uint64_t record_start, std::string& out) {
   std::uint32_t n = 0;
   for (int i = 3; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(buf_[pos_ + i]);
   if (n > max_string_bytes)
-    fail(record_start, "malformed record: string of " + std::to_string(n) +
-                           " bytes (more than " + std::to_string(max_string_bytes) + ")");
+    fail(record_start, "malformed record: string of " + std::to_string(n) + " bytes (more than " +
+                           std::to_string(max_string_bytes) + ")");
   pos_ += 4;
   if (!fill(n)) fail(record_start, "truncated record (file ends inside it)");
   out.assign(buf_.data() + pos_, n);

@@ -1,13 +1,12 @@
 // generator.cpp — the port of the `nexmark` crate 0.2.0's src/generator.rs, src/event.rs,
 // src/config.rs and src/utils.rs. Integer arithmetic is the crate's usize arithmetic
 // (64-bit, wrapping as in a release build); floating point is f32 where the crate's is.
-#include <nexmark/detail/rand08.hpp>
-#include <nexmark/generator.hpp>
-
 #include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
+#include <nexmark/detail/rand08.hpp>
+#include <nexmark/generator.hpp>
 #include <numbers>
 
 namespace nexmark {
@@ -19,13 +18,14 @@ using detail::small_rng;
 constexpr std::uint64_t hot_seller_batch = 100;
 constexpr std::uint64_t hot_auction_batch = 100;
 constexpr std::uint64_t hot_bidder_batch = 100;
-constexpr std::size_t min_string_length = 3;  // utils.rs MIN_STRING_LENGTH
+constexpr std::size_t min_string_length = 3;    // utils.rs MIN_STRING_LENGTH
 constexpr std::size_t channel_number = 10'000;  // utils.rs CHANNEL_NUMBER
 
 void exact_string(small_rng& rng, std::size_t length, std::string& out) {
   out.clear();
   out.reserve(length);
-  for (std::size_t i = 0; i < length; ++i) out.push_back(static_cast<char>(detail::gen_range_u8_inclusive(rng, 'a', 'z')));
+  for (std::size_t i = 0; i < length; ++i)
+    out.push_back(static_cast<char>(detail::gen_range_u8_inclusive(rng, 'a', 'z')));
 }
 
 std::string string_with_delimiter(small_rng& rng, std::size_t max, char delimiter) {
@@ -75,7 +75,8 @@ const std::vector<channel_entry>& channel_url_map() {
       std::string url = base_url(i);
       small_rng rng = small_rng::seed_from_u64(i);
       if (detail::gen_range_u32(rng, 0, 10) > 0) {
-        const auto reversed = static_cast<std::int32_t>(reverse_bits(static_cast<std::uint32_t>(i)));
+        const auto reversed =
+            static_cast<std::int32_t>(reverse_bits(static_cast<std::uint32_t>(i)));
         const std::int64_t id = std::abs(static_cast<std::int64_t>(reversed));
         url += "&channel_id=";
         url += std::to_string(id);
@@ -114,7 +115,8 @@ generator::generator(config cfg) : cfg_(std::move(cfg)) {
   require(c.person_proportion > 0, "person_proportion", c.person_proportion, "must be > 0");
   require(c.auction_proportion > 0, "auction_proportion", c.auction_proportion, "must be > 0");
   require(c.bid_proportion > 0, "bid_proportion", c.bid_proportion, "must be > 0");
-  require(c.out_of_order_group_size > 0, "out_of_order_group_size", c.out_of_order_group_size, "must be > 0");
+  require(c.out_of_order_group_size > 0, "out_of_order_group_size", c.out_of_order_group_size,
+          "must be > 0");
   require(c.hot_seller_ratio > 0, "hot_seller_ratio", c.hot_seller_ratio, "must be > 0");
   require(c.hot_auction_ratio > 0, "hot_auction_ratio", c.hot_auction_ratio, "must be > 0");
   require(c.hot_bidder_ratio > 0, "hot_bidder_ratio", c.hot_bidder_ratio, "must be > 0");
@@ -127,13 +129,15 @@ generator::generator(config cfg) : cfg_(std::move(cfg)) {
   require(c.us_per_unit > 0, "us_per_unit", c.us_per_unit, "must be > 0");
   require(c.rate_period > 0, "rate_period", c.rate_period, "must be > 0");
   require(c.sine_approx_steps > 0, "sine_approx_steps", c.sine_approx_steps, "must be > 0");
-  require(c.num_event_generators > 0, "num_event_generators", c.num_event_generators, "must be > 0");
+  require(c.num_event_generators > 0, "num_event_generators", c.num_event_generators,
+          "must be > 0");
   require(!c.us_states.empty(), "us_states (count)", 0, "must not be empty");
   require(!c.us_cities.empty(), "us_cities (count)", 0, "must not be empty");
   require(!c.hot_channels.empty(), "hot_channels (count)", 0, "must not be empty");
   require(!c.first_names.empty(), "first_names (count)", 0, "must not be empty");
   require(!c.last_names.empty(), "last_names (count)", 0, "must not be empty");
-  require(c.base_time.time_since_epoch().count() >= 0, "base_time (ms)", 0, "must not be before 1970");
+  require(c.base_time.time_since_epoch().count() >= 0, "base_time (ms)", 0,
+          "must not be before 1970");
 
   base_ms_ = static_cast<std::uint64_t>(c.base_time.time_since_epoch().count());
   for (std::size_t i = 0; i < c.hot_channels.size(); ++i) hot_urls_.push_back(base_url(i));
@@ -187,9 +191,12 @@ std::uint64_t generator::global_offset() const noexcept {
                       bp = cfg_.bid_proportion;
   if (!filter_) return o;
   switch (*filter_) {
-    case event_kind::person: return o / pp * d + o % pp;
-    case event_kind::auction: return o / ap * d + pp + o % ap;
-    case event_kind::bid: return o / bp * d + pp + ap + o % bp;
+    case event_kind::person:
+      return o / pp * d + o % pp;
+    case event_kind::auction:
+      return o / ap * d + pp + o % ap;
+    case event_kind::bid:
+      return o / bp * d + pp + ap + o % bp;
   }
   return o;
 }
@@ -217,9 +224,9 @@ std::uint64_t generator::event_timestamp_ms(std::uint64_t event_number) const no
     // The crate's condition (see the header): out_of_order_group_size, not event_i.
     if (cfg_.out_of_order_group_size < rounded) {
       const float offset_in_cycle = static_cast<float>(event_i) * delay;
-      return base_ms_ + static_cast<std::uint64_t>(std::round(
-                            static_cast<float>(epoch) * epoch_period_ + offset_in_epoch +
-                            offset_in_cycle / 1000.0f));
+      return base_ms_ +
+             static_cast<std::uint64_t>(std::round(static_cast<float>(epoch) * epoch_period_ +
+                                                   offset_in_epoch + offset_in_cycle / 1000.0f));
     }
     event_i -= rounded;
     offset_in_epoch += (events_this_cycle * delay) / 1000.0f;
@@ -228,8 +235,8 @@ std::uint64_t generator::event_timestamp_ms(std::uint64_t event_number) const no
 }
 
 timestamp generator::next_timestamp() const noexcept {
-  return timestamp{std::chrono::milliseconds{
-      static_cast<std::int64_t>(event_timestamp_ms(event_number()))}};
+  return timestamp{
+      std::chrono::milliseconds{static_cast<std::int64_t>(event_timestamp_ms(event_number()))}};
 }
 
 event generator::next() {
@@ -304,8 +311,8 @@ void generator::make_person(std::uint64_t event_id, std::uint64_t time, person& 
   p.date_time = timestamp{std::chrono::milliseconds{static_cast<std::int64_t>(time)}};
 }
 
-void generator::make_auction(std::uint64_t event_number, std::uint64_t event_id,
-                             std::uint64_t time, auction& a) const {
+void generator::make_auction(std::uint64_t event_number, std::uint64_t event_id, std::uint64_t time,
+                             auction& a) const {
   small_rng rng = small_rng::seed_from_u64(event_id);
   a.id = auction_last_id(event_id) + cfg_.first_auction_id;
   exact_string(rng, 20, a.item_name);
@@ -316,7 +323,8 @@ void generator::make_auction(std::uint64_t event_number, std::uint64_t event_id,
   const std::uint64_t events_for_auctions =
       (cfg_.in_flight_auctions * proportion_denominator_) / cfg_.auction_proportion;
   const std::uint64_t horizon = event_timestamp_ms(event_number + events_for_auctions) - time;
-  const std::uint64_t length = 1 + detail::gen_range_u64(rng, 0, std::max<std::uint64_t>(horizon * 2, 1));
+  const std::uint64_t length =
+      1 + detail::gen_range_u64(rng, 0, std::max<std::uint64_t>(horizon * 2, 1));
   std::uint64_t seller;
   if (detail::gen_range_u64(rng, 0, cfg_.hot_seller_ratio) > 0) {
     seller = (person_last_id(event_id) / hot_seller_batch) * hot_seller_batch;
@@ -342,8 +350,8 @@ void generator::make_bid(std::uint64_t event_id, std::uint64_t time, bid& b) con
     const std::uint64_t max_auction = auction_last_id(event_id);
     const std::uint64_t min_auction =
         max_auction < cfg_.in_flight_auctions ? 0 : max_auction - cfg_.in_flight_auctions;
-    auction_id = min_auction +
-                 detail::gen_range_u64(rng, 0, max_auction - min_auction + 1 + cfg_.auction_id_lead);
+    auction_id = min_auction + detail::gen_range_u64(
+                                   rng, 0, max_auction - min_auction + 1 + cfg_.auction_id_lead);
   }
   std::uint64_t bidder;
   if (0 < detail::gen_range_u64(rng, 0, cfg_.hot_bidder_ratio)) {

@@ -15,20 +15,18 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cinttypes>
+#include <cli_checks.hpp>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <limits>
 #include <memory>
-#include <string>
-#include <vector>
-
-#include <rill/rill.hpp>
-
-#include <cli_checks.hpp>
 #include <nexmark/queries.hpp>
 #include <nexmark/source.hpp>
+#include <rill/rill.hpp>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -69,15 +67,18 @@ int main(int argc, char** argv) {
   std::uint64_t events = 100'000;
   std::size_t workers = 1;
   app.add_option("--query,-q", query, "q0, q1 or q2")
-      ->capture_default_str()->check(CLI::IsMember({"q0", "q1", "q2"}));
-  app.add_option("--input,-i", inputs, "binary event file (nexmark_gen --format binary), one "
-                                       "split per file (repeat); without it, --events generated events");
+      ->capture_default_str()
+      ->check(CLI::IsMember({"q0", "q1", "q2"}));
+  app.add_option("--input,-i", inputs,
+                 "binary event file (nexmark_gen --format binary), one "
+                 "split per file (repeat); without it, --events generated events");
   app.add_option("--events,-n", events, "generated events when there is no --input")
       ->capture_default_str()
       ->check(rill_examples::whole_number(0, std::numeric_limits<std::int64_t>::max()));
   app.add_option("--output,-o", output, "rows as JSON lines to FILE, - = stdout (default: none)");
   app.add_option("--workers", workers, "worker threads")
-      ->capture_default_str()->check(rill_examples::whole_number(1, 4096));
+      ->capture_default_str()
+      ->check(rill_examples::whole_number(1, 4096));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -92,7 +93,8 @@ int main(int argc, char** argv) {
   } else if (!output.empty()) {
     out = std::fopen(output.c_str(), "wb");
     if (out == nullptr) {
-      std::cerr << "nexmark_query: cannot create --output " << output << ": " << std::strerror(errno) << "\n";
+      std::cerr << "nexmark_query: cannot create --output " << output << ": "
+                << std::strerror(errno) << "\n";
       return 2;
     }
   }
@@ -100,12 +102,16 @@ int main(int argc, char** argv) {
   outcome o;
   try {
     auto events_stream = [&] {
-      return inputs.empty() ? rill::from(nexmark::generated_events{{}, events})
-                            : rill::from(nexmark::event_file_source{{inputs.begin(), inputs.end()}});
+      return inputs.empty()
+                 ? rill::from(nexmark::generated_events{{}, events})
+                 : rill::from(nexmark::event_file_source{{inputs.begin(), inputs.end()}});
     };
-    if (query == "q0") o = run_query<nexmark::q0_row>(nexmark::q0, events_stream(), workers, out);
-    else if (query == "q1") o = run_query<nexmark::q1_row>(nexmark::q1, events_stream(), workers, out);
-    else o = run_query<nexmark::q2_row>(nexmark::q2, events_stream(), workers, out);
+    if (query == "q0")
+      o = run_query<nexmark::q0_row>(nexmark::q0, events_stream(), workers, out);
+    else if (query == "q1")
+      o = run_query<nexmark::q1_row>(nexmark::q1, events_stream(), workers, out);
+    else
+      o = run_query<nexmark::q2_row>(nexmark::q2, events_stream(), workers, out);
   } catch (const nexmark::event_file_error& e) {
     std::cerr << "nexmark_query: --input " << e.what() << "\n";
     return 2;

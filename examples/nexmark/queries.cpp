@@ -1,7 +1,6 @@
 // queries.cpp — the JSON lines of the NEXMark query rows (include/nexmark/queries.hpp).
-#include <nexmark/queries.hpp>
-
 #include <charconv>
+#include <nexmark/queries.hpp>
 
 namespace nexmark {
 namespace {
@@ -34,31 +33,43 @@ std::uint64_t ms(timestamp t) { return static_cast<std::uint64_t>(t.time_since_e
 }  // namespace
 
 void append_json_line(const q0_row& r, std::string& out) {
-  out += "{\"auction\":"; num(out, r.auction);
-  out += ",\"bidder\":"; num(out, r.bidder);
-  out += ",\"price\":"; num(out, r.price);
-  out += ",\"date_time\":"; num(out, ms(r.date_time));
-  out += ",\"extra\":"; str(out, r.extra);
+  out += "{\"auction\":";
+  num(out, r.auction);
+  out += ",\"bidder\":";
+  num(out, r.bidder);
+  out += ",\"price\":";
+  num(out, r.price);
+  out += ",\"date_time\":";
+  num(out, ms(r.date_time));
+  out += ",\"extra\":";
+  str(out, r.extra);
   out += "}\n";
 }
 
 void append_json_line(const q1_row& r, std::string& out) {
-  out += "{\"auction\":"; num(out, r.auction);
-  out += ",\"bidder\":"; num(out, r.bidder);
-  out += ",\"price\":"; num(out, r.price_thousandths / 1000);
+  out += "{\"auction\":";
+  num(out, r.auction);
+  out += ",\"bidder\":";
+  num(out, r.bidder);
+  out += ",\"price\":";
+  num(out, r.price_thousandths / 1000);
   const auto frac = static_cast<unsigned>(r.price_thousandths % 1000);
   out.push_back('.');
   out.push_back(static_cast<char>('0' + frac / 100));
   out.push_back(static_cast<char>('0' + frac / 10 % 10));
   out.push_back(static_cast<char>('0' + frac % 10));
-  out += ",\"date_time\":"; num(out, ms(r.date_time));
-  out += ",\"extra\":"; str(out, r.extra);
+  out += ",\"date_time\":";
+  num(out, ms(r.date_time));
+  out += ",\"extra\":";
+  str(out, r.extra);
   out += "}\n";
 }
 
 void append_json_line(const q2_row& r, std::string& out) {
-  out += "{\"auction\":"; num(out, r.auction);
-  out += ",\"price\":"; num(out, r.price);
+  out += "{\"auction\":";
+  num(out, r.auction);
+  out += ",\"price\":";
+  num(out, r.price);
   out += "}\n";
 }
 

@@ -6,12 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <string>
-
 #include <nexmark/detail/rand08.hpp>
 #include <nexmark/event_file.hpp>
 #include <nexmark/generator.hpp>
 #include <nexmark/queries.hpp>
+#include <string>
 
 namespace {
 
@@ -23,7 +22,8 @@ std::filesystem::path scratch(const std::string& name) {
 }
 
 void write_file(const std::filesystem::path& p, const std::string& bytes) {
-  std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string error_of(const std::filesystem::path& p) {
@@ -76,8 +76,8 @@ TEST(NexmarkGenerator, EventZeroIsTheCratesTestPerson) {
 }
 
 // 1 : 3 : 46 per 50 events; person and auction ids are consecutive from 1000; at the
-// default 10,000 events/s event i is at base + round(i / 10) ms (halves away from zero); bids name existing or
-// soon-to-exist items only.
+// default 10,000 events/s event i is at base + round(i / 10) ms (halves away from zero); bids name
+// existing or soon-to-exist items only.
 TEST(NexmarkGenerator, ProportionsIdsAndTimes) {
   generator gen;
   const auto base = gen.configuration().base_time;
@@ -85,8 +85,7 @@ TEST(NexmarkGenerator, ProportionsIdsAndTimes) {
   event e;
   for (std::uint64_t i = 0; i < 50'000; ++i) {
     gen.next(e);
-    ASSERT_EQ(date_time_of(e), base + milliseconds{(i + 5) / 10})
-        << "event " << i;
+    ASSERT_EQ(date_time_of(e), base + milliseconds{(i + 5) / 10}) << "event " << i;
     const std::uint64_t slot = i % 50;
     if (slot == 0) {
       ASSERT_EQ(kind_of(e), event_kind::person) << i;
@@ -175,9 +174,10 @@ TEST(NexmarkEventFile, BinaryRoundTripAndJsonLine) {
   b.date_time = timestamp{milliseconds{7}};
   std::string line;
   append_json_line(b, line);
-  EXPECT_EQ(line,
-            "{\"Bid\":{\"auction\":1,\"bidder\":2,\"price\":3,\"channel\":\"a\\\"b\\\\c\\n\\u0001\","
-            "\"url\":\"u/v\",\"date_time\":7,\"extra\":\"\"}}\n");
+  EXPECT_EQ(
+      line,
+      "{\"Bid\":{\"auction\":1,\"bidder\":2,\"price\":3,\"channel\":\"a\\\"b\\\\c\\n\\u0001\","
+      "\"url\":\"u/v\",\"date_time\":7,\"extra\":\"\"}}\n");
 }
 
 TEST(NexmarkEventFile, BadFilesNameFileAndPosition) {
@@ -209,7 +209,8 @@ TEST(NexmarkEventFile, BadFilesNameFileAndPosition) {
   write_file(kind, bin.substr(0, second) + "\x07");
   EXPECT_EQ(error_of(kind), kind.string() +
                                 ": malformed record: kind byte 7 (expected 0 person, 1 auction or "
-                                "2 bid) at byte " + std::to_string(second) + " (event 1)");
+                                "2 bid) at byte " +
+                                std::to_string(second) + " (event 1)");
 
   // A bid whose channel length is 0xffffffff.
   std::string huge{binary_magic};
@@ -218,8 +219,9 @@ TEST(NexmarkEventFile, BadFilesNameFileAndPosition) {
   huge.append("\xff\xff\xff\xff");
   const auto big = scratch("huge.bin");
   write_file(big, huge);
-  EXPECT_EQ(error_of(big), big.string() + ": malformed record: string of 4294967295 bytes (more "
-                                          "than 1048576) at byte 8 (event 0)");
+  EXPECT_EQ(error_of(big), big.string() +
+                               ": malformed record: string of 4294967295 bytes (more "
+                               "than 1048576) at byte 8 (event 0)");
 }
 
 // q1's price: 0.908 x cents, exact, three decimals (queries.hpp).

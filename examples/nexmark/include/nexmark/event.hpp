@@ -35,50 +35,53 @@ enum class event_kind : std::uint8_t { person = 0, auction = 1, bid = 2 };
 /// "Person", "Auction" or "Bid": the tag of the crate's JSON (serde's externally tagged enum).
 constexpr std::string_view kind_name(event_kind k) noexcept {
   switch (k) {
-    case event_kind::person: return "Person";
-    case event_kind::auction: return "Auction";
-    case event_kind::bid: return "Bid";
+    case event_kind::person:
+      return "Person";
+    case event_kind::auction:
+      return "Auction";
+    case event_kind::bid:
+      return "Bid";
   }
   return "?";
 }
 
 /// A person who sells or bids.
 struct person {
-  std::uint64_t id = 0;          ///< unique among persons, from config::first_person_id up
-  std::string name;              ///< "first last", from config::first_names / last_names
-  std::string email_address;     ///< 7 letters "@" 5 letters ".com"
-  std::string credit_card;       ///< four groups of four digits, space separated
-  std::string city;              ///< one of config::us_cities
-  std::string state;             ///< one of config::us_states
-  timestamp date_time{};         ///< event time
-  std::string extra;             ///< padding to config::avg_person_byte_size
+  std::uint64_t id = 0;       ///< unique among persons, from config::first_person_id up
+  std::string name;           ///< "first last", from config::first_names / last_names
+  std::string email_address;  ///< 7 letters "@" 5 letters ".com"
+  std::string credit_card;    ///< four groups of four digits, space separated
+  std::string city;           ///< one of config::us_cities
+  std::string state;          ///< one of config::us_states
+  timestamp date_time{};      ///< event time
+  std::string extra;          ///< padding to config::avg_person_byte_size
   bool operator==(const person&) const = default;
 };
 
 /// An item put up for auction.
 struct auction {
-  std::uint64_t id = 0;          ///< unique among auctions, from config::first_auction_id up
-  std::string item_name;         ///< 20 letters
-  std::string description;       ///< 100 letters
-  std::uint64_t initial_bid = 0; ///< cents
-  std::uint64_t reserve = 0;     ///< cents, >= initial_bid
-  timestamp date_time{};         ///< event time
-  timestamp expires{};           ///< when the auction closes, > date_time
-  std::uint64_t seller = 0;      ///< a person id
-  std::uint64_t category = 0;    ///< config::first_category_id + [0, num_categories)
-  std::string extra;             ///< padding to config::avg_auction_byte_size
+  std::uint64_t id = 0;           ///< unique among auctions, from config::first_auction_id up
+  std::string item_name;          ///< 20 letters
+  std::string description;        ///< 100 letters
+  std::uint64_t initial_bid = 0;  ///< cents
+  std::uint64_t reserve = 0;      ///< cents, >= initial_bid
+  timestamp date_time{};          ///< event time
+  timestamp expires{};            ///< when the auction closes, > date_time
+  std::uint64_t seller = 0;       ///< a person id
+  std::uint64_t category = 0;     ///< config::first_category_id + [0, num_categories)
+  std::string extra;              ///< padding to config::avg_auction_byte_size
   bool operator==(const auction&) const = default;
 };
 
 /// A bid on an auction.
 struct bid {
-  std::uint64_t auction = 0;     ///< an auction id
-  std::uint64_t bidder = 0;      ///< a person id
-  std::uint64_t price = 0;       ///< cents
-  std::string channel;           ///< "Google", ... (hot) or "channel-N"
-  std::string url;               ///< the channel's URL
-  timestamp date_time{};         ///< event time
-  std::string extra;             ///< padding to config::avg_bid_byte_size
+  std::uint64_t auction = 0;  ///< an auction id
+  std::uint64_t bidder = 0;   ///< a person id
+  std::uint64_t price = 0;    ///< cents
+  std::string channel;        ///< "Google", ... (hot) or "channel-N"
+  std::string url;            ///< the channel's URL
+  timestamp date_time{};      ///< event time
+  std::string extra;          ///< padding to config::avg_bid_byte_size
   bool operator==(const bid&) const = default;
 };
 

@@ -27,12 +27,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <nexmark/event.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nexmark/event.hpp>
 
 namespace nexmark {
 
@@ -87,8 +86,8 @@ class event_file_reader {
   std::filesystem::path path_;
   std::FILE* file_ = nullptr;
   std::vector<char> buf_;
-  std::size_t pos_ = 0, end_ = 0;     // unread bytes are buf_[pos_, end_)
-  std::uint64_t file_offset_ = 0;     // file offset of buf_[0]
+  std::size_t pos_ = 0, end_ = 0;  // unread bytes are buf_[pos_, end_)
+  std::uint64_t file_offset_ = 0;  // file offset of buf_[0]
   std::uint64_t events_ = 0;
 };
 

@@ -48,12 +48,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nexmark/event.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nexmark/event.hpp>
 
 namespace nexmark {
 
@@ -63,22 +62,23 @@ enum class rate_shape { square, sine };
 /// The crate's NexmarkConfig: same names (its rate_shape is `shape` here) and defaults
 /// (except base_time). Sizes are bytes; a hot ratio r makes P(hot) = 1 - 1/r.
 struct config {
-  std::size_t active_people = 1000;       ///< persons considered active for new auctions and bids
-  std::size_t in_flight_auctions = 100;   ///< auctions open at any time
-  std::size_t out_of_order_group_size = 1;///< 1 = in order; g = shuffled within groups of g events
-  std::size_t avg_person_byte_size = 200; ///< target size of a person, bytes (sets `extra`)
+  std::size_t active_people = 1000;      ///< persons considered active for new auctions and bids
+  std::size_t in_flight_auctions = 100;  ///< auctions open at any time
+  std::size_t out_of_order_group_size =
+      1;                                   ///< 1 = in order; g = shuffled within groups of g events
+  std::size_t avg_person_byte_size = 200;  ///< target size of a person, bytes (sets `extra`)
   std::size_t avg_auction_byte_size = 500;
   std::size_t avg_bid_byte_size = 100;
-  std::size_t hot_seller_ratio = 4;       ///< P(hot seller) = 1 - 1/ratio
+  std::size_t hot_seller_ratio = 4;  ///< P(hot seller) = 1 - 1/ratio
   std::size_t hot_auction_ratio = 2;
   std::size_t hot_bidder_ratio = 4;
   std::size_t hot_channel_ratio = 2;
-  std::uint64_t first_event_id = 0;       ///< id of event 0; the seed of the stream
-  std::uint64_t first_event_number = 0;   ///< number of the first event (sets its time)
+  std::uint64_t first_event_id = 0;      ///< id of event 0; the seed of the stream
+  std::uint64_t first_event_number = 0;  ///< number of the first event (sets its time)
   timestamp base_time{std::chrono::milliseconds{1'700'000'000'000}};  ///< time of event 0
   std::size_t num_categories = 5;
   std::size_t auction_id_lead = 10;
-  std::size_t person_proportion = 1;      ///< per person_ + auction_ + bid_proportion events
+  std::size_t person_proportion = 1;  ///< per person_ + auction_ + bid_proportion events
   std::size_t auction_proportion = 3;
   std::size_t bid_proportion = 46;
   std::uint64_t first_auction_id = 1000;
@@ -87,21 +87,21 @@ struct config {
   std::size_t person_id_lead = 10;
   std::size_t sine_approx_steps = 10;
   std::vector<std::string> us_states{"az", "ca", "id", "or", "wa", "wy"};
-  std::vector<std::string> us_cities{"phoenix", "los angeles", "san francisco", "boise",
-                                     "portland", "bend", "redmond", "seattle", "kent",
-                                     "cheyenne"};
+  std::vector<std::string> us_cities{"phoenix",  "los angeles", "san francisco", "boise",
+                                     "portland", "bend",        "redmond",       "seattle",
+                                     "kent",     "cheyenne"};
   /// Hot channels; their URLs are the crate's get_base_url(0..) (one per channel).
   std::vector<std::string> hot_channels{"Google", "Facebook", "Baidu", "Apple"};
   std::vector<std::string> first_names{"peter", "paul",  "luke",  "john",   "saul",  "vicky",
                                        "kate",  "julie", "sarah", "deiter", "walter"};
   std::vector<std::string> last_names{"shultz", "abrams", "spencer", "white", "bartels",
                                       "walton", "smith",  "jones",   "noris"};
-  std::size_t num_event_generators = 1;   ///< generators sharing the rate (delay x this)
+  std::size_t num_event_generators = 1;  ///< generators sharing the rate (delay x this)
   rate_shape shape = rate_shape::sine;
-  std::size_t rate_period = 600;          ///< seconds of one rate wave
-  std::size_t first_rate = 10'000;        ///< events per unit (us_per_unit microseconds)
+  std::size_t rate_period = 600;    ///< seconds of one rate wave
+  std::size_t first_rate = 10'000;  ///< events per unit (us_per_unit microseconds)
   std::size_t next_rate = 10'000;
-  std::size_t us_per_unit = 1'000'000;    ///< microseconds per rate unit (1 s)
+  std::size_t us_per_unit = 1'000'000;  ///< microseconds per rate unit (1 s)
 };
 
 /// A configuration the generator cannot use; what() names the key and the value.
@@ -119,11 +119,17 @@ class generator {
   explicit generator(config cfg = {});
 
   /// Starts at the offset-th event (of the filtered kind, with a type filter). Default 0.
-  generator& with_offset(std::uint64_t offset) noexcept { offset_ = offset; return *this; }
+  generator& with_offset(std::uint64_t offset) noexcept {
+    offset_ = offset;
+    return *this;
+  }
   /// Advances the offset by `step` after each event (0 is a config_error). Default 1.
   generator& with_step(std::uint64_t step);
   /// Only events of kind `k` (the crate's with_type_filter). Default: all kinds.
-  generator& with_type_filter(event_kind k) noexcept { filter_ = k; return *this; }
+  generator& with_type_filter(event_kind k) noexcept {
+    filter_ = k;
+    return *this;
+  }
 
   /// The next event. Allocates its strings; never throws but std::bad_alloc.
   event next();

@@ -14,7 +14,8 @@
 // The queries, as the NEXMark queries of Apache Beam and Flink's nexmark project
 // (nexmark-flink/src/main/resources/queries/q*.sql) define them:
 //   q0  pass-through:        SELECT auction, bidder, price, dateTime, extra FROM bid
-//   q1  currency conversion: SELECT auction, bidder, 0.908 * price AS price, dateTime, extra FROM bid
+//   q1  currency conversion: SELECT auction, bidder, 0.908 * price AS price, dateTime,
+//                                   extra FROM bid
 //   q2  selection:           SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0
 // q1's price is a decimal with three places, exact: price * 908 thousandths (Flink's
 // DECIMAL result of 0.908 * BIGINT); its JSON number has three decimals ("1234.567").
@@ -27,14 +28,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <nexmark/event.hpp>
+#include <rill/core/record.hpp>
+#include <rill/operators/stream.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <rill/core/record.hpp>
-#include <rill/operators/stream.hpp>
-
-#include <nexmark/event.hpp>
 
 namespace nexmark {
 
@@ -116,8 +115,10 @@ class row_sink {
     append_json_line(r.value, w.buf);
     ++w.rows;
     w.checksum += fnv1a64(std::string_view(w.buf).substr(before));
-    if (!out_) w.buf.clear();
-    else if (w.buf.size() >= (1u << 20)) flush(w);
+    if (!out_)
+      w.buf.clear();
+    else if (w.buf.size() >= (1u << 20))
+      flush(w);
   }
   void progress(std::size_t, rill::event_time) {}
   void end(std::size_t worker) {

@@ -6,8 +6,10 @@
 //   #include <rill/rill.hpp>
 //   std::uint64_t bids = 0;
 //   rill::runtime rt{{.workers = 1}};
+//   using nexmark::event_kind;
+//   auto is_bid = [](const nexmark::event& e) { return kind_of(e) == event_kind::bid; };
 //   rt.run(rill::from(nexmark::generated_events{{}, 5000})
-//              .filter([](const nexmark::event& e) { return nexmark::kind_of(e) == nexmark::event_kind::bid; })
+//              .filter(is_bid)
 //              .sink([&bids](nexmark::event&&) { ++bids; }));  // bids == 4600
 //   // the same from a file: rill::from(nexmark::event_file_source{{"events.bin"}})
 //
@@ -28,15 +30,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nexmark/event_file.hpp>
+#include <nexmark/generator.hpp>
+#include <rill/core/record.hpp>
+#include <rill/core/source.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <rill/core/record.hpp>
-#include <rill/core/source.hpp>
-
-#include <nexmark/event_file.hpp>
-#include <nexmark/generator.hpp>
 
 namespace nexmark {
 

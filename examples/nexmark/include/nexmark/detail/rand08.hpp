@@ -97,7 +97,8 @@ inline std::uint32_t gen_range_u32(small_rng& rng, std::uint32_t low, std::uint3
 }
 
 /// `gen_range(low..=high)` for u8 (sampled in u32 with the exact modulus zone).
-inline std::uint8_t gen_range_u8_inclusive(small_rng& rng, std::uint8_t low, std::uint8_t high) noexcept {
+inline std::uint8_t gen_range_u8_inclusive(small_rng& rng, std::uint8_t low,
+                                           std::uint8_t high) noexcept {
   const std::uint32_t range = static_cast<std::uint8_t>(high - low + 1);
   const std::uint32_t zone = UINT32_MAX - (UINT32_MAX - range + 1) % range;
   for (;;) {
