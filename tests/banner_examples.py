@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Compile the banner example of every public rill header.
 
-Every public header (core/include, operators/include, connectors/include, include/;
-detail/ excluded) starts with a banner that shows a short example. This script extracts
+Every public header (core/include, operators/include, connectors/include, include/,
+examples/nexmark/include; detail/ excluded) starts with a banner that shows a short example. This script extracts
 that example, wraps it in a translation unit and compiles it (-fsyntax-only) with the
 flags CMake uses for the tests, so a banner cannot drift from the API. A header without
 an example fails with its name.
@@ -52,6 +52,7 @@ PUBLIC_INCLUDE_DIRS = [
     "operators/include",
     "connectors/include",
     "include",
+    "examples/nexmark/include",
 ]
 
 # Headers whose banner example may fail without failing the run (compiled and reported;

@@ -1,0 +1,76 @@
+// queries.cpp — the JSON lines of the NEXMark query rows (include/nexmark/queries.hpp).
+#include <charconv>
+#include <nexmark/queries.hpp>
+
+namespace nexmark {
+namespace {
+
+void num(std::string& out, std::uint64_t v) {
+  char b[20];
+  out.append(b, std::to_chars(b, b + sizeof b, v).ptr);
+}
+// The generated strings are letters; escape what JSON requires all the same.
+void str(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(ch);
+    } else if (c < 0x20) {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += "\\u00";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 0xf]);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  out.push_back('"');
+}
+std::uint64_t ms(timestamp t) { return static_cast<std::uint64_t>(t.time_since_epoch().count()); }
+
+}  // namespace
+
+void append_json_line(const q0_row& r, std::string& out) {
+  out += "{\"auction\":";
+  num(out, r.auction);
+  out += ",\"bidder\":";
+  num(out, r.bidder);
+  out += ",\"price\":";
+  num(out, r.price);
+  out += ",\"date_time\":";
+  num(out, ms(r.date_time));
+  out += ",\"extra\":";
+  str(out, r.extra);
+  out += "}\n";
+}
+
+void append_json_line(const q1_row& r, std::string& out) {
+  out += "{\"auction\":";
+  num(out, r.auction);
+  out += ",\"bidder\":";
+  num(out, r.bidder);
+  out += ",\"price\":";
+  num(out, r.price_thousandths / 1000);
+  const auto frac = static_cast<unsigned>(r.price_thousandths % 1000);
+  out.push_back('.');
+  out.push_back(static_cast<char>('0' + frac / 100));
+  out.push_back(static_cast<char>('0' + frac / 10 % 10));
+  out.push_back(static_cast<char>('0' + frac % 10));
+  out += ",\"date_time\":";
+  num(out, ms(r.date_time));
+  out += ",\"extra\":";
+  str(out, r.extra);
+  out += "}\n";
+}
+
+void append_json_line(const q2_row& r, std::string& out) {
+  out += "{\"auction\":";
+  num(out, r.auction);
+  out += ",\"price\":";
+  num(out, r.price);
+  out += "}\n";
+}
+
+}  // namespace nexmark
