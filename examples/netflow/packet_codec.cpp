@@ -104,6 +104,11 @@ rill::packet decode(std::string_view s) {
   std::memcpy(p.key.a_addr.data(), s.data() + 28, 16);
   std::memcpy(p.key.b_addr.data(), s.data() + 44, 16);
   check_key(p.key, f);
+  // Bytes encode() writes as zero: a value is one encode() wrote exactly when
+  // encode(decode(value)) == value.
+  if (s[19] != 0) bad("pad byte 19 = " + std::to_string(std::uint8_t(s[19])) + " (must be 0)");
+  if (!(f & 16) && get<std::uint16_t>(s, 20) != 0) bad("a_port bytes set without the a_port flag");
+  if (!(f & 32) && get<std::uint16_t>(s, 22) != 0) bad("b_port bytes set without the b_port flag");
   return p;
 }
 

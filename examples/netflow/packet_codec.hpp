@@ -43,7 +43,9 @@ std::string encode(const rill::packet& p);
 /// The packet in `value`. Throws std::invalid_argument, naming the field and its value,
 /// when the value is not one encode() writes for a packet rill::decode returns: wrong
 /// size or magic, a proto byte that is not a rill::ip_proto, ip_version not 4 or 6 (0
-/// exactly for non_ip), unknown flag bits, wire_len or cap_len over max_packet_len,
+/// exactly for non_ip), unknown flag bits, a non-zero pad byte or port bytes without
+/// their flag (so encode(decode(v)) == v for every v accepted), wire_len or cap_len over
+/// max_packet_len,
 /// cap_len over wire_len, time before min_time_ns, or a key that breaks rill::flow_key's
 /// invariants (<rill/connectors/packet.hpp>): one port set without the other, ports on a
 /// protocol other than tcp/udp, a non_ip key with addresses or ports, an IPv4 address with

@@ -139,7 +139,10 @@ TEST(packet_codec, keys_decode_never_produces_are_refused) {
   v = good;
   v[16] = char(rill::ip_proto::icmp);
   v[18] = char(v[18] & ~48);  // icmp without ports: what decode gives
+  poke<std::uint16_t>(v, 20, 0);
+  poke<std::uint16_t>(v, 22, 0);
   EXPECT_EQ(decode(v).key.proto, rill::ip_proto::icmp);
+  EXPECT_EQ(encode(decode(v)), v);
   rill::packet non_ip;
   non_ip.wire_len = non_ip.cap_len = 60;
   v = encode(non_ip);
@@ -165,6 +168,13 @@ TEST(packet_codec, keys_decode_never_produces_are_refused) {
   poke<std::uint16_t>(v, 20, 10000);
   poke<std::uint16_t>(v, 22, 80);
   expect_refused(v, "not direction-normalised");
+  v = good;
+  v[19] = 1;
+  expect_refused(v, "pad byte 19 = 1");
+  v = good;
+  v[16] = char(rill::ip_proto::icmp);
+  v[18] = char(v[18] & ~48);  // no port flags, but the port bytes still hold 10000 and 80
+  expect_refused(v, "a_port bytes set without the a_port flag");
   v = good;
   poke<std::uint32_t>(v, 12, 1515);  // cap_len over wire_len 1514
   expect_refused(v, "cap_len 1515 over wire_len 1514");
