@@ -188,10 +188,13 @@ read_status pcap_reader::next(pcap_record& out) noexcept {
     // pcapng stores 64-bit timestamps: past 2262-04-11T23:47:16.854775807Z their ns do not
     // fit rill::event_time (and libpcap's time_t goes negative past 2^63 s).
     constexpr std::int64_t max_ns = std::numeric_limits<std::int64_t>::max();
-    if (sec < 0 || sec > (max_ns - frac) / 1'000'000'000) {
+    // The fraction is signed (libpcap sign-extends a classic pcap's 32-bit field, as
+    // pcap_split_reader does) and may exceed 1 s: it carries, either way.
+    const bool fits = sec >= 0 && sec <= (frac >= 0 ? (max_ns - frac) : max_ns) / 1'000'000'000;
+    if (!fits) {
       return fail(pcap_errc::read_failed,
                   name_ + ": record at byte offset " + std::to_string(offset) + ": timestamp " +
-                      std::to_string(std::uint64_t(sec)) + " s " + std::to_string(frac) +
+                      std::to_string(sec) + " s " + std::to_string(frac) +
                       " ns is outside 1970-01-01..2262-04-11T23:47:16Z, the range of rill::event_time "
                       "(int64 ns since the epoch)");
     }
