@@ -66,24 +66,43 @@ TEST(KafkaBroker, RoundTrip100kFourPartitions) {
   std::vector<std::pair<std::string, std::string>> kv;
   for (int i = 0; i < n; ++i) kv.emplace_back(kt::key(i), std::to_string(i));
   kt::produce(in, kv);
+  // committed offsets at the end = number of input records per partition (Java murmur2)
+  std::vector<long long> per(4, 0);
+  for (int i = 0; i < n; ++i) ++per[kt::java_partition(kt::key(i), 4)];
 
   auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = kt::brokers(), .topic = out});
-  auto job = rill::from(rill::kafka_source<>{src_opts(group, in)})
+  rill::kafka_source<> source{src_opts(group, in)};
+  const auto source_stats = source.stats();
+  auto job = rill::from(std::move(source))
                  .map([](rec&& r) { r.value = "v" + r.value; return std::move(r); })
                  .sink(sink);
+  std::uint64_t rebalances_at_first = 0, rebalances_at_end = 0;
   {
     bg_run run(job, 2);
-    ASSERT_TRUE(kt::wait_for([&] { return sink->stats().delivered.load() >= n; }, 120s))
+    ASSERT_TRUE(kt::wait_for([&] { return sink->stats().delivered.load() > 0; }, 60s));
+    rebalances_at_first = source_stats->rebalances.load();
+    // Every input record processed: its offset committed (delivered alone counts
+    // duplicates too).
+    ASSERT_TRUE(kt::wait_for(
+        [&] { return sink->stats().delivered.load() >= n && kt::committed(group, in, 4) == per; }, 120s))
         << "delivered " << sink->stats().delivered.load();
+    rebalances_at_end = source_stats->rebalances.load();
     run.stop();
     EXPECT_TRUE(run.rep.errors.empty());
   }
+  // At-least-once: a rebalance after records flowed (a member of a loaded machine missing
+  // its session timeout) hands partitions over at their committed offsets, so records
+  // read since the last commit come again. Exactly once each only when none happened.
+  const bool rebalanced_midway = rebalances_at_end != rebalances_at_first;
   EXPECT_EQ(sink->undelivered(), 0u);
   EXPECT_EQ(sink->stats().failed.load(), 0u);
   EXPECT_EQ(sink->stats().untracked.load(), 0u);
 
-  const auto got = kt::consume_all(out, 4, n + 1, 3000);
-  ASSERT_EQ(got.size(), std::size_t(n));
+  const auto got = kt::consume_all(out, 4, rebalanced_midway ? 2 * n : n + 1, 3000);
+  if (!rebalanced_midway) {
+    ASSERT_EQ(got.size(), std::size_t(n));
+  }
+  ASSERT_GE(got.size(), std::size_t(n));
   std::vector<int> seen(n, 0);
   std::map<int, int> last;  // output partition -> last i
   for (const auto& m : got) {
@@ -93,15 +112,18 @@ TEST(KafkaBroker, RoundTrip100kFourPartitions) {
     ++seen[i];
     EXPECT_EQ(m.partition, kt::java_partition(*m.key, 4)) << *m.key;
     auto it = last.find(m.partition);
-    if (it != last.end()) {
+    if (it != last.end() && !rebalanced_midway) {
       EXPECT_LT(it->second, i) << "order broken in partition " << m.partition;
     }
     last[m.partition] = i;
   }
-  for (int i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "key k" << i;
-  // committed offsets = number of input records per partition (Java murmur2 count)
-  std::vector<long long> per(4, 0);
-  for (int i = 0; i < n; ++i) ++per[kt::java_partition(kt::key(i), 4)];
+  for (int i = 0; i < n; ++i) {
+    if (rebalanced_midway) {
+      ASSERT_GE(seen[i], 1) << "key k" << i << " lost";
+    } else {
+      ASSERT_EQ(seen[i], 1) << "key k" << i;
+    }
+  }
   EXPECT_EQ(kt::committed(group, in, 4), per);
 }
 
