@@ -1,8 +1,8 @@
 // nexmark_query — runs one NEXMark query (include/nexmark/queries.hpp: q0-q2;
-// window_queries.hpp: q3, q5, q7, q8, q11) as a rill job over a binary event file
-// (nexmark_gen --format binary) or over generated events. The join queries (q3, q8) read
+// window_queries.hpp: q3, q4, q5, q7, q8, q11) as a rill job over a binary event file
+// (nexmark_gen --format binary) or over generated events. The join queries (q3, q4, q8) read
 // their input twice, once for persons and once for auctions (stages "source" and
-// "source_auctions"); the summary's events count the first read.
+// "source_auctions"; q4: bids from "source"); the summary's events count "source".
 //
 //   nexmark_query                                   # q0 over 100,000 generated events
 //   nexmark_query --query q1 --input events.bin --output rows.jsonl
@@ -66,15 +66,15 @@ std::string json_string(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"nexmark_query: one NEXMark query (q0-q3, q5, q7, q8, q11) as a rill job"};
+  CLI::App app{"nexmark_query: one NEXMark query (q0-q5, q7, q8, q11) as a rill job"};
   std::string query = "q0", output;
   std::vector<std::string> inputs;
   std::uint64_t events = 100'000;
   std::size_t workers = 1;
   std::uint64_t max_delay_ms = 4000;
-  app.add_option("--query,-q", query, "q0, q1, q2, q3, q5, q7, q8 or q11")
+  app.add_option("--query,-q", query, "q0, q1, q2, q3, q4, q5, q7, q8 or q11")
       ->capture_default_str()
-      ->check(CLI::IsMember({"q0", "q1", "q2", "q3", "q5", "q7", "q8", "q11"}));
+      ->check(CLI::IsMember({"q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8", "q11"}));
   app.add_option("--max-delay-ms", max_delay_ms,
                  "windows and joins: max out-of-order delay of the watermark, ms")
       ->capture_default_str()
@@ -132,6 +132,9 @@ int main(int argc, char** argv) {
       o = run_query<nx::q2_row>([&] { return nx::q2(events_stream()); }, workers, out);
     else if (query == "q3")
       o = run_query<nx::q3_row>([&] { return nx::q3(events_stream(), auctions_stream(), wo); },
+                                workers, out);
+    else if (query == "q4")
+      o = run_query<nx::q4_row>([&] { return nx::q4(auctions_stream(), events_stream(), wo); },
                                 workers, out);
     else if (query == "q5")
       o = run_query<nx::q5_row>([&] { return nx::q5(events_stream(), wo); }, workers, out);

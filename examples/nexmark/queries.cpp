@@ -87,6 +87,14 @@ void append_json_line(const q3_row& r, std::string& out) {
   out += "}\n";
 }
 
+void append_json_line(const q4_row& r, std::string& out) {
+  out += "{\"category\":";
+  num(out, r.category);
+  out += ",\"avg_final\":";
+  num(out, r.avg_final);
+  out += "}\n";
+}
+
 void append_json_line(const q5_row& r, std::string& out) {
   out += "{\"auction\":";
   num(out, r.auction);

@@ -27,6 +27,14 @@
 //       is one of the last active_people persons or up to person_id_lead ahead: seconds
 //       apart at the generator's default rate); state is bounded by the bound instead of
 //       growing with the stream.
+//   q4  average closing price per category: each auction joined with its bids from its
+//       date_time to its expires (both inclusive), the highest price per auction (auctions
+//       with a bid only), then the average of those per category: (category, avg_final).
+//       Flink: an updating result (every new bid may retract and re-emit a category's
+//       average). rill: an interval join of bids within [a.date_time, a.date_time +
+//       q4_bound] filtered to <= expires, then two keyed windows over all event time
+//       (tumbling, 100 years from the epoch: they fire at end of input), so one row per
+//       category at the end: Flink's final table. The oracle is that final table.
 //   q5  hot items: bids per auction in sliding windows of 10 s every 2 s; per window, the
 //       auctions whose count is the window's maximum: (auction, num, window_start,
 //       window_end). Flink's q5 selects (auction, num); the window's bounds are added here
@@ -44,11 +52,13 @@
 //       Flink's TimeWindow.intersects). Flink emits a session when it closes, as here.
 // Form: rill emits every window result once, when the watermark passes the window's end
 // (end of input fires the rest); Flink's windowed SQL does the same (q5, q7, q8, q11), and
-// its q3 emits inserts only (append-only inner join), as here. No query emits updates.
+// its q3 emits inserts only (append-only inner join), as here; q4 is the exception above.
+// No query emits updates.
 //
 // Thread safety: the query functions build streams (one thread).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <nexmark/event.hpp>
@@ -66,6 +76,9 @@ namespace nexmark {
 struct window_query_options {
   std::chrono::nanoseconds max_delay = std::chrono::seconds{4};
   std::chrono::nanoseconds q3_bound = std::chrono::hours{1};  ///< q3's interval join bound
+  /// q4: the longest auction (expires - date_time) the join waits for; the generator's are
+  /// at most 2 x the time of in_flight_auctions x 50 / 3 events (334 ms at its default rate).
+  std::chrono::nanoseconds q4_bound = std::chrono::seconds{10};
 };
 
 /// q3's row.
@@ -73,6 +86,12 @@ struct q3_row {
   std::string name, city, state;
   std::uint64_t id = 0;  ///< the auction's id
   bool operator==(const q3_row&) const = default;
+};
+/// q4's row: the average closing price of the auctions of `category` (cents, truncated
+/// toward zero: Flink's AVG over BIGINT is a BIGINT).
+struct q4_row {
+  std::uint64_t category = 0, avg_final = 0;
+  bool operator==(const q4_row&) const = default;
 };
 /// q5's row: `num` bids on `auction` in [window_start, window_end) (ms), the maximum.
 struct q5_row {
@@ -98,6 +117,7 @@ struct q11_row {
 
 /// JSON lines, keys as the struct's fields, times in ms.
 void append_json_line(const q3_row& r, std::string& out);
+void append_json_line(const q4_row& r, std::string& out);
 void append_json_line(const q5_row& r, std::string& out);
 void append_json_line(const q8_row& r, std::string& out);
 void append_json_line(const q11_row& r, std::string& out);
@@ -134,6 +154,75 @@ inline auto q7(rill::stream<event>&& events, window_query_options o = {}) {
                  })
       .flat_map<q7_row>([](rill::keyed_window_result<std::uint32_t, acc>&& r, auto& emit) {
         for (auto& b : r.value.bids) emit(std::move(b));
+      });
+}
+
+/// q4 over two streams of the same events (one read for auctions, one for bids): see the
+/// banner. State: the join's bounded state plus one accumulator per auction and per
+/// category until the end (Flink's q4 keeps as much: its aggregates are never retired).
+inline auto q4(rill::stream<event>&& auctions, rill::stream<event>&& bids,
+               window_query_options o = {}) {
+  struct item {
+    std::uint64_t id, category;
+    timestamp expires;
+  };
+  struct closing {
+    std::uint64_t auction, category, price;
+    bool in_time;  // the bid came before the auction expired
+  };
+  struct best {
+    std::uint64_t category = 0, price = 0;
+  };
+  struct mean {
+    std::uint64_t sum = 0, n = 0;
+  };
+  // All of event time up to 2069 (int64 ns): windows that only the end of input fires.
+  const rill::tumbling all_time{std::chrono::hours{24 * 365 * 100}};
+  auto items = std::move(auctions)
+                   .filter([](const event& e) { return kind_of(e) == event_kind::auction; })
+                   .map([](const event& e) {
+                     const auction& a = std::get<auction>(e);
+                     return item{a.id, a.category, a.expires};
+                   })
+                   .key_by([](const item& a) { return a.id; });
+  struct offer {
+    std::uint64_t auction, price;
+    timestamp date_time;
+  };
+  auto offers = std::move(bids)
+                    .filter(is_bid)
+                    .map([](const event& e) {
+                      const bid& b = std::get<bid>(e);
+                      return offer{b.auction, b.price, b.date_time};
+                    })
+                    .key_by([](const offer& b) { return b.auction; });
+  return std::move(items)
+      .interval_join(std::move(offers), std::chrono::nanoseconds{0}, o.q4_bound,
+                     {.max_delay = o.max_delay})
+      .name("q4_join")
+      .inner([](const item& a, const offer& b) {
+        return closing{a.id, a.category, b.price, b.date_time <= a.expires};
+      })
+      .filter([](const closing& c) { return c.in_time; })
+      .key_by([](const closing& c) { return c.auction; })
+      .window(all_time, {.max_delay = o.max_delay})
+      .name("q4_final")
+      .aggregate(best{},
+                 [](best& a, const closing& c) {
+                   a.category = c.category;
+                   a.price = std::max(a.price, c.price);
+                 })
+      .key_by(
+          [](const rill::keyed_window_result<std::uint64_t, best>& r) { return r.value.category; })
+      .window(all_time, {.max_delay = o.max_delay})
+      .name("q4_average")
+      .aggregate(mean{},
+                 [](mean& m, const rill::keyed_window_result<std::uint64_t, best>& r) {
+                   m.sum += r.value.price;
+                   ++m.n;
+                 })
+      .map([](rill::keyed_window_result<std::uint64_t, mean>&& r) {
+        return q4_row{r.key, r.value.sum / r.value.n};
       });
 }
 
