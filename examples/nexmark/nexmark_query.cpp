@@ -1,9 +1,13 @@
-// nexmark_query — runs one NEXMark query (include/nexmark/queries.hpp) as a rill job over
-// a binary event file (nexmark_gen --format binary) or over generated events.
+// nexmark_query — runs one NEXMark query (include/nexmark/queries.hpp: q0-q2;
+// window_queries.hpp: q3, q4, q5, q7, q8, q11) as a rill job over a binary event file
+// (nexmark_gen --format binary) or over generated events. The join queries (q3, q4, q8) read
+// their input twice, once for persons and once for auctions (stages "source" and
+// "source_auctions"; q4: bids from "source"); the summary's events count "source".
 //
 //   nexmark_query                                   # q0 over 100,000 generated events
 //   nexmark_query --query q1 --input events.bin --output rows.jsonl
 //   nexmark_query --query q2 --input part0.bin --input part1.bin --workers 2  # a split each
+//   nexmark_query --query q5 --input events.bin --max-delay-ms 4000
 //
 // Output (--output FILE or -): one JSON line per result row (queries.hpp), in arrival
 // order. Summary (stderr, one JSON object): query, events, rows, checksum (hex; the sum of
@@ -24,6 +28,7 @@
 #include <memory>
 #include <nexmark/queries.hpp>
 #include <nexmark/source.hpp>
+#include <nexmark/window_queries.hpp>
 #include <rill/rill.hpp>
 #include <string>
 #include <vector>
@@ -36,13 +41,13 @@ struct outcome {
   rill::run_report report;
 };
 
-template <class Row, class Query>
-outcome run_query(Query query, rill::stream<nexmark::event>&& events, std::size_t workers,
-                  std::FILE* out) {
+// `rows` builds the query's stream of Row.
+template <class Row, class Rows>
+outcome run_query(Rows rows, std::size_t workers, std::FILE* out) {
   auto sink = std::make_shared<nexmark::row_sink<Row>>(workers, out);
   rill::runtime rt{{.workers = workers}};
   outcome o;
-  o.report = rt.run(query(std::move(events)).sink(sink));
+  o.report = rt.run(rows().sink(sink));
   o.rows = sink->rows();
   o.checksum = sink->checksum();
   o.write_failed = sink->write_failed();
@@ -61,14 +66,19 @@ std::string json_string(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"nexmark_query: one NEXMark query (q0, q1, q2) as a rill job"};
+  CLI::App app{"nexmark_query: one NEXMark query (q0-q5, q7, q8, q11) as a rill job"};
   std::string query = "q0", output;
   std::vector<std::string> inputs;
   std::uint64_t events = 100'000;
   std::size_t workers = 1;
-  app.add_option("--query,-q", query, "q0, q1 or q2")
+  std::uint64_t max_delay_ms = 4000;
+  app.add_option("--query,-q", query, "q0, q1, q2, q3, q4, q5, q7, q8 or q11")
       ->capture_default_str()
-      ->check(CLI::IsMember({"q0", "q1", "q2"}));
+      ->check(CLI::IsMember({"q0", "q1", "q2", "q3", "q4", "q5", "q7", "q8", "q11"}));
+  app.add_option("--max-delay-ms", max_delay_ms,
+                 "windows and joins: max out-of-order delay of the watermark, ms")
+      ->capture_default_str()
+      ->check(rill_examples::whole_number(0, 100LL * 365 * 86'400'000));
   app.add_option("--input,-i", inputs,
                  "binary event file (nexmark_gen --format binary), one "
                  "split per file (repeat); without it, --events generated events");
@@ -106,12 +116,35 @@ int main(int argc, char** argv) {
                  ? rill::from(nexmark::generated_events{{}, events})
                  : rill::from(nexmark::event_file_source{{inputs.begin(), inputs.end()}});
     };
+    // The join queries' second read of the same events.
+    auto auctions_stream = [&] {
+      return inputs.empty() ? rill::from(nexmark::generated_events{{}, events}, "source_auctions")
+                            : rill::from(nexmark::event_file_source{{inputs.begin(), inputs.end()}},
+                                         "source_auctions");
+    };
+    const nexmark::window_query_options wo{.max_delay = std::chrono::milliseconds{max_delay_ms}};
+    namespace nx = nexmark;
     if (query == "q0")
-      o = run_query<nexmark::q0_row>(nexmark::q0, events_stream(), workers, out);
+      o = run_query<nx::q0_row>([&] { return nx::q0(events_stream()); }, workers, out);
     else if (query == "q1")
-      o = run_query<nexmark::q1_row>(nexmark::q1, events_stream(), workers, out);
+      o = run_query<nx::q1_row>([&] { return nx::q1(events_stream()); }, workers, out);
+    else if (query == "q2")
+      o = run_query<nx::q2_row>([&] { return nx::q2(events_stream()); }, workers, out);
+    else if (query == "q3")
+      o = run_query<nx::q3_row>([&] { return nx::q3(events_stream(), auctions_stream(), wo); },
+                                workers, out);
+    else if (query == "q4")
+      o = run_query<nx::q4_row>([&] { return nx::q4(auctions_stream(), events_stream(), wo); },
+                                workers, out);
+    else if (query == "q5")
+      o = run_query<nx::q5_row>([&] { return nx::q5(events_stream(), wo); }, workers, out);
+    else if (query == "q7")
+      o = run_query<nx::q7_row>([&] { return nx::q7(events_stream(), wo); }, workers, out);
+    else if (query == "q8")
+      o = run_query<nx::q8_row>([&] { return nx::q8(events_stream(), auctions_stream(), wo); },
+                                workers, out);
     else
-      o = run_query<nexmark::q2_row>(nexmark::q2, events_stream(), workers, out);
+      o = run_query<nx::q11_row>([&] { return nx::q11(events_stream(), wo); }, workers, out);
   } catch (const nexmark::event_file_error& e) {
     std::cerr << "nexmark_query: --input " << e.what() << "\n";
     return 2;

@@ -1,6 +1,8 @@
-// queries.cpp — the JSON lines of the NEXMark query rows (include/nexmark/queries.hpp).
+// queries.cpp — the JSON lines of the NEXMark query rows (include/nexmark/queries.hpp,
+// window_queries.hpp).
 #include <charconv>
 #include <nexmark/queries.hpp>
+#include <nexmark/window_queries.hpp>
 
 namespace nexmark {
 namespace {
@@ -70,6 +72,60 @@ void append_json_line(const q2_row& r, std::string& out) {
   num(out, r.auction);
   out += ",\"price\":";
   num(out, r.price);
+  out += "}\n";
+}
+
+void append_json_line(const q3_row& r, std::string& out) {
+  out += "{\"name\":";
+  str(out, r.name);
+  out += ",\"city\":";
+  str(out, r.city);
+  out += ",\"state\":";
+  str(out, r.state);
+  out += ",\"id\":";
+  num(out, r.id);
+  out += "}\n";
+}
+
+void append_json_line(const q4_row& r, std::string& out) {
+  out += "{\"category\":";
+  num(out, r.category);
+  out += ",\"avg_final\":";
+  num(out, r.avg_final);
+  out += "}\n";
+}
+
+void append_json_line(const q5_row& r, std::string& out) {
+  out += "{\"auction\":";
+  num(out, r.auction);
+  out += ",\"num\":";
+  num(out, r.num);
+  out += ",\"window_start\":";
+  num(out, ms(r.window_start));
+  out += ",\"window_end\":";
+  num(out, ms(r.window_end));
+  out += "}\n";
+}
+
+void append_json_line(const q8_row& r, std::string& out) {
+  out += "{\"id\":";
+  num(out, r.id);
+  out += ",\"name\":";
+  str(out, r.name);
+  out += ",\"window_start\":";
+  num(out, ms(r.window_start));
+  out += "}\n";
+}
+
+void append_json_line(const q11_row& r, std::string& out) {
+  out += "{\"bidder\":";
+  num(out, r.bidder);
+  out += ",\"bid_count\":";
+  num(out, r.bid_count);
+  out += ",\"window_start\":";
+  num(out, ms(r.window_start));
+  out += ",\"window_end\":";
+  num(out, ms(r.window_end));
   out += "}\n";
 }
 

@@ -74,7 +74,10 @@ def run(cmd, want_rc=0):
 
 
 def summary(stderr):
-    return json.loads(stderr.decode().splitlines()[0])
+    """The summary line; the runtime's stall reports ("rill: stall: ...", a slow turn under
+    a sanitizer or a loaded machine) may come before it on stderr."""
+    return json.loads(next(line for line in stderr.decode().splitlines()
+                           if line.startswith('{"query"')))
 
 
 def rows_of(path):

@@ -1,8 +1,10 @@
 // examples/nexmark: the generator's random source against rand's published reference
 // values, event 0 against the crate's own unit test, the model's proportions and ordering,
-// the binary event file round trip, and the reader's errors on bad files.
+// the binary event file round trip, the reader's errors on bad files, and the window
+// edges of the windowed queries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,7 +12,10 @@
 #include <nexmark/event_file.hpp>
 #include <nexmark/generator.hpp>
 #include <nexmark/queries.hpp>
+#include <nexmark/window_queries.hpp>
+#include <rill/rill.hpp>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -238,6 +243,80 @@ TEST(NexmarkQueries, RowJsonLines) {
             "{\"auction\":1,\"bidder\":2,\"price\":66406144.160,\"date_time\":5,\"extra\":\"\"}\n"
             "{\"auction\":1107,\"price\":4783}\n"
             "{\"auction\":1,\"bidder\":2,\"price\":3,\"date_time\":4,\"extra\":\"a\\\"b\"}\n");
+}
+
+// The window edges of q7, q11 and q5 (window_queries.hpp) on hand-made bids in time
+// order, one worker:
+// ties keep every top bid, a bid at a window's end opens the next window, bids exactly
+// one gap apart are one session, a bid more than a gap later opens another.
+rill::record<event> bid_at(std::uint64_t auction, std::uint64_t bidder, std::uint64_t price,
+                           std::int64_t ms) {
+  bid b;
+  b.auction = auction;
+  b.bidder = bidder;
+  b.price = price;
+  b.date_time = timestamp{milliseconds{1'700'000'000'000 + ms}};
+  return {event{b}, rill::event_time{b.date_time.time_since_epoch()}};
+}
+
+template <class Row, class Query>
+std::vector<Row> run_on(std::vector<rill::record<event>> events, Query q) {
+  std::vector<Row> rows;
+  rill::runtime rt{{.workers = 1}};
+  rt.run(q(rill::from(rill::vector_source<event>{std::move(events)})).sink([&rows](Row&& r) {
+    rows.push_back(std::move(r));
+  }));
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    std::string x, y;
+    append_json_line(a, x);
+    append_json_line(b, y);
+    return x < y;
+  });
+  return rows;
+}
+
+TEST(NexmarkWindowQueries, WindowEdges) {
+  const auto t0 = timestamp{milliseconds{1'700'000'000'000}};
+  const std::vector<rill::record<event>> bids{bid_at(1, 7, 50, 0),      bid_at(2, 8, 90, 3000),
+                                              bid_at(3, 7, 90, 9999),   bid_at(4, 8, 10, 10'000),
+                                              bid_at(1, 7, 20, 20'000), bid_at(1, 7, 30, 30'001)};
+  const auto q7 = run_on<q7_row>(bids, [](auto&& s) { return nexmark::q7(std::move(s)); });
+  ASSERT_EQ(q7.size(), 5u);  // 90 twice in [0, 10 s); 10 in [10, 20 s); 20; 30
+  EXPECT_EQ(q7[0].price, 20u);
+  EXPECT_EQ(q7[1].price, 30u);
+  EXPECT_EQ(q7[2].auction, 2u);
+  EXPECT_EQ(q7[3].auction, 3u);
+  EXPECT_EQ(q7[3].price, 90u);
+  EXPECT_EQ(q7[4].auction, 4u);  // at exactly 10 s: the next window
+
+  // Bidder 7: 0, 9.999, 20 s (10.001 s later: new session), 30.001 s (10.001 s later: new).
+  // Bidder 8: 3 s and 10 s (7 s apart: one session).
+  auto bids11 = bids;
+  bids11.push_back(bid_at(5, 9, 1, 5000));
+  bids11.push_back(bid_at(5, 9, 1, 15'000));  // exactly the gap: one session [5, 25 s)
+  std::stable_sort(bids11.begin(), bids11.end(),
+                   [](const auto& a, const auto& b) { return a.time < b.time; });
+  const auto q11 = run_on<q11_row>(bids11, [](auto&& s) { return nexmark::q11(std::move(s)); });
+  const auto s = [&](std::int64_t ms) { return t0 + milliseconds{ms}; };
+  const std::vector<q11_row> want11{{7, 1, s(20'000), s(30'000)},
+                                    {7, 1, s(30'001), s(40'001)},
+                                    {7, 2, s(0), s(19'999)},
+                                    {8, 2, s(3000), s(20'000)},
+                                    {9, 2, s(5000), s(25'000)}};
+  EXPECT_EQ(q11, want11);
+
+  // q5: auction 1 and 2 both have the top count of 2 in the windows holding 0 and 3 s.
+  const auto q5 = run_on<q5_row>({bid_at(1, 7, 1, 0), bid_at(1, 7, 1, 1000), bid_at(2, 7, 1, 3000),
+                                  bid_at(2, 7, 1, 3500), bid_at(3, 7, 1, 4000)},
+                                 [](auto&& s) { return nexmark::q5(std::move(s)); });
+  // Windows [-8, 2), [-6, 4), [-4, 6), [-2, 8), [0, 10) s hold 0 and 1 s; [2, 12) ... hold
+  // 3, 3.5, 4 s. [-8, 2): auction 1 (2); [-6, 4) and later up to [0, 10): 1 and 2 tie at 2;
+  // [2, 12), [4, 14): auction 2 has 2 in [2, 12), auction 3 alone in [4, 14).
+  std::size_t ties = 0;
+  for (const auto& r : q5)
+    ties += r.num == 2 && r.window_start <= s(0) && r.window_start > s(-8000);
+  EXPECT_EQ(ties, 8u);  // auctions 1 and 2 in each of [-6, 4) .. [0, 10)
+  EXPECT_EQ(q5.size(), 11u);
 }
 
 }  // namespace
