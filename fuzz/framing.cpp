@@ -11,16 +11,13 @@
 #include <span>
 #include <vector>
 
+#include "check.hpp"
+
 #include "rill/connectors/framing.hpp"
 
 namespace {
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using rill_fuzz::check;
 
 }  // namespace
 

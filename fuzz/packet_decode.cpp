@@ -11,6 +11,8 @@
 #include <cstring>
 #include <span>
 
+#include "check.hpp"
+
 #include "packet_codec.hpp"
 #include "rill/connectors/packet.hpp"
 #include "rill/connectors/pcap_frame.hpp"
@@ -26,12 +28,7 @@ bool zero(const std::uint8_t* b, std::size_t n) {
   return true;
 }
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using rill_fuzz::check;
 
 }  // namespace
 

@@ -15,6 +15,8 @@
 #include <tuple>
 #include <vector>
 
+#include "check.hpp"
+
 #include "rill/connectors/pcap_reader.hpp"
 #include "rill/connectors/pcap_split_reader.hpp"
 
@@ -22,12 +24,7 @@ namespace {
 
 using row = std::tuple<std::int64_t, std::uint32_t, std::uint32_t, rill::flow_key, bool, bool>;
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using rill_fuzz::check;
 
 row row_of(const rill::packet& p) {
   return {p.time.time_since_epoch().count(), p.cap_len, p.wire_len, p.key, p.truncated, p.malformed};
