@@ -53,6 +53,7 @@
 #include "rill/core/runtime.hpp"
 #include "rill/core/source.hpp"
 #include "rill/core/stage.hpp"
+#include "rill/operators/flat_map.hpp"
 #include "rill/operators/keyed_window.hpp"
 #include "rill/operators/window.hpp"
 #include "rill/operators/window_sort.hpp"
@@ -132,6 +133,7 @@ struct forwarding_stage : stage_in<In> {
   void on_progress(std::size_t in, event_time t) override { down->on_progress(in, t); }
   void on_end(std::size_t in) override { down->on_end(in); }
   bool on_flush() override { return down->on_flush(); }
+  bool ready() override { return down->ready(); }
 };
 
 template <class T, class U, class F>
@@ -160,35 +162,6 @@ struct filter_stage final : forwarding_stage<T, T> {
       keep = f(static_cast<const T&>(r.value));
     }
     if (keep) this->down->on_record(in, std::move(r));
-  }
-};
-
-template <class U>
-struct emitter {
-  stage_in<U>* down;
-  std::size_t in;
-  const record<U>* proto_time;  // unused; time comes from `t`
-  event_time t;
-  std::optional<source_position> pos;
-  std::shared_ptr<ack_token> ack;  // copied into every output (record.hpp, acks)
-  void operator()(U&& u) const { down->on_record(in, record<U>{std::move(u), t, pos, ack}); }
-  void operator()(const U& u) const { down->on_record(in, record<U>{u, t, pos, ack}); }
-};
-
-template <class T, class U, class F>
-struct flat_map_stage final : forwarding_stage<T, U> {
-  F f;
-  named_op op;
-  flat_map_stage(F fn, named_op o) : f(std::move(fn)), op(o) {}
-  void on_record(std::size_t in, record<T>&& r) override {
-    // The scope covers the stages downstream of the emitter too: they mark themselves.
-    operator_scope running{op.slot, op.name};
-    emitter<U> e{this->down, in, nullptr, r.time, r.position, std::move(r.ack)};
-    if constexpr (std::is_invocable_v<F&, T&&, emitter<U>&>) {
-      f(std::move(r.value), e);
-    } else {
-      for (auto&& u : f(std::move(r.value))) e(std::forward<decltype(u)>(u));
-    }
   }
 };
 
@@ -232,6 +205,9 @@ struct key_by_stage final : stage_in<T> {
     ex->flush(from);
   }
   bool on_flush() override { return ex->flush(from); }
+  /// False while a batch for some worker waits for room in its inbox, or while the stage
+  /// after key_by on this worker is not ready (exchange::ready).
+  bool ready() override { return ex->ready(from); }
 };
 
 /// Producer side of rebalance: hands records to the node's ring.
@@ -425,7 +401,8 @@ class stream {
     return stream<Out>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<Out> down) {
       prev(b, [f, down, n](build_context& ctx) -> stage_in<T>* {
         ctx.keep_alive->push_back(n);
-        auto* s = ctx.make<detail::flat_map_stage<T, Out, F>>(f, detail::named_op_of(ctx, n.get()));
+        const auto op = detail::named_op_of(ctx, n.get());
+        auto* s = ctx.make<detail::flat_map_stage<T, Out, F>>(f, op.slot, op.name, ctx.w);
         s->down = down(ctx);
         return s;
       });
@@ -462,12 +439,26 @@ class stream {
           b.metrics().add_gauge_fn("rill_queue_depth_batches", "Batches waiting in an exchange inbox (256 records each)",
                                    {{"queue", "key_by"}, {"worker", std::to_string(w)}},
                                    [ex, w] { return double(ex->inbox_depth(w)); });
-          ex->bind_consumer(w, [wk](std::function<void()> fn) {
-            boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
-              turn_scope turn{wk};
-              fn();
-            });
-          }, head, total);
+          // A drain whose consumer stage is not ready retries on this timer (one per
+          // consumer: at most one drain of it is scheduled at a time).
+          auto retry = std::make_shared<boost::asio::steady_timer>(wk->context());
+          ex->bind_consumer(
+              w,
+              [wk](std::function<void()> fn) {
+                boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
+                  turn_scope turn{wk};
+                  fn();
+                });
+              },
+              head, total,
+              [wk, retry](std::function<void()> fn) {
+                retry->expires_after(detail::flat_map_retry);
+                retry->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
+                  if (ec) return;
+                  turn_scope turn{wk};
+                  fn();
+                });
+              });
         }
       });
       prev(b, [key, hash, ex, producers, n](build_context& ctx) -> stage_in<T>* {
