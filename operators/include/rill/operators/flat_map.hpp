@@ -7,8 +7,9 @@
 //                                        midway (yield) and be continued on a later turn
 //   rill::detail::flat_map_stage<T,U,F>  the operator instance, one per worker
 //
-// Example (compiled by tests/banner_examples.py; 3 records -> 10 outputs each; nothing
-// downstream ever holds more than a batch of them):
+// Example (compiled by tests/banner_examples.py; records 1 and 2 -> 10 and 20 outputs,
+// then two of each; nothing downstream holds more than the exchange's batches of them):
+//   #include <rill/operators/stream.hpp>
 //   std::vector<rill::record<int>> recs{{1, rill::event_time{}}, {2, rill::event_time{}}};
 //   rill::job j = rill::from(rill::vector_source<int>{recs})
 //       .flat_map([](int x) { return std::views::iota(0, 10 * x); })    // range form

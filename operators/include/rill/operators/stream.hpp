@@ -26,7 +26,8 @@
 // Accepted user functions (checked at compile time, with a static_assert listing them):
 //   map:       U f(T&&)  or  U f(const T&)                       (U not void)
 //   filter:    bool f(const T&)
-//   flat_map:  void f(T&&, Emit&)  where emit(U) may be called 0..n times;
+//   flat_map:  void f(T&&, Emit&)  where emit(U) may be called 0..n times (f may be
+//              suspended inside emit until downstream has room: <rill/operators/flat_map.hpp>);
 //              or R f(T&&) returning a range of U (std::vector<U>, ...)
 //   key_by:    K f(const T&), K hashable by boost::hash
 //   sink:      void f(T&&), void f(const T&), void f(record<T>&&), or a rill::sink_of<T>
@@ -390,6 +391,9 @@ class stream {
   }
 
   /// U must be given when f uses the emitter form: flat_map<U>(f). `name`: as for map.
+  /// Emission is bounded by downstream capacity in both forms: when a key_by exchange
+  /// after it is full, the call stops and continues on a later loop turn (a range is
+  /// consumed lazily; the emit form runs f on a fiber) — <rill/operators/flat_map.hpp>.
   template <class U = void, class F>
   auto flat_map(F f, std::string name = "flat_map") && {
     using Out = typename detail::flat_map_result<T, F, U>::type;
