@@ -220,4 +220,35 @@ TEST(flat_map, exception_from_a_suspended_emit_call_is_rethrown) {
       std::runtime_error);
 }
 
+// A run that fails while the emit form's f is suspended mid-call (the sink throws after
+// 1,000,000 of 30,000,000 outputs, so the exchange fills and f waits inside emit) ends
+// with the sink's exception; destroying the stage unwinds f's frames: the object f holds
+// on its fiber's stack is destroyed exactly once.
+TEST(flat_map, run_failing_downstream_unwinds_a_suspended_emit_call) {
+  rill::runtime rt{{.workers = 2, .topology = "1 node x 2 cores"}};
+  const int key = key_owned_by(1, 2);
+  auto destroyed = std::make_shared<std::atomic<int>>(0);
+  struct counts_destruction {
+    std::shared_ptr<std::atomic<int>> n;
+    ~counts_destruction() { n->fetch_add(1); }
+  };
+  auto seen = std::make_shared<std::atomic<std::uint64_t>>(0);
+  std::vector<rill::record<int>> in{{1, rill::event_time{}}};
+  {
+    auto j = rill::from(rill::vector_source<int>{in})
+                 .flat_map<int>([destroyed](int x, auto& emit) {
+                   counts_destruction guard{destroyed};
+                   for (int v = 0; v < 30'000'000; ++v) emit(x);
+                 })
+                 .key_by([key](const int&) { return key; })
+                 .sink([seen](int) {
+                   if (seen->fetch_add(1) + 1 == 1'000'000) throw std::runtime_error("sink failed");
+                 });
+    EXPECT_THROW(rt.run(j), std::runtime_error);
+  }
+  EXPECT_GE(seen->load(), 1'000'000u);
+  EXPECT_LT(seen->load(), 30'000'000u);
+  EXPECT_EQ(destroyed->load(), 1);
+}
+
 }  // namespace

@@ -160,7 +160,8 @@ class fiber_call {
       while (!stopping_) {
         try {
           fn_(arg_);
-        } catch (const boost::context::detail::forced_unwind&) {
+        } catch (const boost::context::detail::forced_unwind&) {  // ~fiber_call mid-call
+          after_in();  // the unwind entered the fiber without passing yield()'s return
           before_final();
           throw;
         } catch (...) {
