@@ -195,6 +195,28 @@ TEST(flat_map, held_progress_never_overtakes_suspended_records) {
   }
 }
 
+// Graph:  vector_source(0..4) -> flat_map(-> const std::vector<int>& of its own table)
+//         -> key_by(one key on worker 1) -> sink      (2 workers)
+// A range returned by reference is read in place and copied out: the table stays intact
+// for the next record.
+TEST(flat_map, range_returned_by_reference_is_copied_not_moved) {
+  rill::runtime rt{{.workers = 2, .topology = "1 node x 2 cores"}};
+  const int key = key_owned_by(1, 2);
+  struct table_fn {
+    std::vector<std::string> table{"a", "bb", "ccc"};
+    const std::vector<std::string>& operator()(int) const { return table; }
+  };
+  std::vector<rill::record<int>> in;
+  for (int i = 0; i < 5; ++i) in.push_back({i, rill::event_time{}});
+  auto chars = std::make_shared<std::atomic<std::size_t>>(0);
+  auto j = rill::from(rill::vector_source<int>{in})
+               .flat_map(table_fn{})
+               .key_by([key](const std::string&) { return key; })
+               .sink([chars](std::string s) { chars->fetch_add(s.size()); });
+  rt.run(j);
+  EXPECT_EQ(chars->load(), 5u * (1 + 2 + 3));
+}
+
 // An exception from the emit form's f, thrown on its fiber after it was suspended, stops
 // the run and is rethrown by runtime::run.
 TEST(flat_map, exception_from_a_suspended_emit_call_is_rethrown) {

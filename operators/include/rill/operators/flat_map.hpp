@@ -282,14 +282,18 @@ class emitter {
   flat_map_emission<U>* e_;
 };
 
-/// The place of a range-form flat_map in its current input: the range f returned and
-/// the iterator to its next output.
-template <class R>
+/// The place of a range-form flat_map in its current input: the range f returned (a
+/// returned lvalue reference is kept as a std::ranges::ref_view: its elements are copied,
+/// never moved) and the iterator to its next output.
+template <class Returned>
 struct flat_map_range {
+  using R = std::conditional_t<std::is_lvalue_reference_v<Returned>,
+                               std::ranges::ref_view<std::remove_reference_t<Returned>>, std::remove_cvref_t<Returned>>;
   R range;
   std::ranges::iterator_t<R> it;
   std::ranges::sentinel_t<R> end;
-  explicit flat_map_range(R&& r) : range(std::move(r)), it(std::ranges::begin(range)), end(std::ranges::end(range)) {}
+  explicit flat_map_range(Returned&& r)
+      : range(std::forward<Returned>(r)), it(std::ranges::begin(range)), end(std::ranges::end(range)) {}
   flat_map_range(const flat_map_range&) = delete;  // `it` points into `range`
   flat_map_range& operator=(const flat_map_range&) = delete;
 };
@@ -369,7 +373,7 @@ struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map
       return done(fiber_.in_call() ? fiber_.resume() : fiber_.start(&call_f, this));
     } else {
       auto& p = *place_;
-      using R = decltype(p.range);
+      using R = typename flat_map_place<T, F, emit_form>::type::R;
       for (; p.it != p.end; ++p.it) {
         if (!e_.may_emit()) return false;
         if constexpr (std::ranges::view<R>) e_.send(U(*p.it));  // a view may refer to the user's data
