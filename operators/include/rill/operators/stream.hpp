@@ -444,8 +444,11 @@ class stream {
                                    {{"queue", "key_by"}, {"worker", std::to_string(w)}},
                                    [ex, w] { return double(ex->inbox_depth(w)); });
           // A drain whose consumer stage is not ready retries on this timer (one per
-          // consumer: at most one drain of it is scheduled at a time).
-          auto retry = std::make_shared<boost::asio::steady_timer>(wk->context());
+          // consumer: at most one drain of it is scheduled at a time). The run owns it
+          // (keep_alive): the exchange may outlive the run and the worker's io_context.
+          auto timer = std::make_shared<boost::asio::steady_timer>(wk->context());
+          ctx.keep_alive->push_back(timer);
+          std::weak_ptr<boost::asio::steady_timer> retry = timer;
           ex->bind_consumer(
               w,
               [wk](std::function<void()> fn) {
@@ -456,8 +459,10 @@ class stream {
               },
               head, total,
               [wk, retry](std::function<void()> fn) {
-                retry->expires_after(detail::flat_map_retry);
-                retry->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
+                const auto t = retry.lock();
+                if (!t) return;  // the run is over
+                t->expires_after(detail::flat_map_retry);
+                t->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
                   if (ec) return;
                   turn_scope turn{wk};
                   fn();
