@@ -23,7 +23,11 @@
 // records. When a destination's inbox is full, flush() returns false and keeps the batch;
 // the source on that worker stops reading and retries on a timer (no thread blocks), while
 // the worker keeps draining its own inbox — so two workers full towards each other still
-// make progress.
+// make progress. Within one operator call, ready(from) is false from the moment a full
+// batch could not be sent until it is: an emitter that can stop (flat_map) stops there,
+// so a pending batch holds at most batch_records plus what callers that cannot stop push
+// (docs/design.md "Bounded emission"). A drain stops before the next batch while its
+// consumer stage is not ready, and tries again after `retry` (a timer, bind_consumer).
 //
 // Ordering: per (producer worker, consumer worker) FIFO; records and markers of one input
 // arrive in the order that input produced them. Nothing across producers.
@@ -90,15 +94,22 @@ class exchange {
 
   exchange(std::size_t workers, std::size_t batch_records, std::size_t inbox_batches)
       : workers_(workers), batch_records_(batch_records), out_(workers), in_(workers) {
-    for (auto& o : out_) o.pending.resize(workers);
+    for (auto& o : out_) {
+      o.pending.resize(workers);
+      o.full.assign(workers, 0);
+    }
     for (auto& i : in_) i.inbox = std::make_unique<bounded_inbox<batch>>(inbox_batches);
   }
 
-  /// Consumer wiring (build time): how to wake worker `to` (post to its loop) and the
-  /// downstream stage its drain feeds.
+  /// Consumer wiring (build time): how to wake worker `to` (post to its loop), the
+  /// downstream stage its drain feeds, and how to run a drain later on worker `to` when
+  /// that stage is not ready (`retry`: a timer on its loop; empty = `post`). At most one
+  /// drain of a consumer is scheduled at a time, so `retry` may use one timer.
   void bind_consumer(std::size_t to, std::function<void(std::function<void()>)> post,
-                     stage_in<T>* downstream, std::size_t inputs) {
+                     stage_in<T>* downstream, std::size_t inputs,
+                     std::function<void(std::function<void()>)> retry = {}) {
     auto& c = in_[to];
+    c.retry = retry ? std::move(retry) : post;
     c.post = std::move(post);
     c.down = downstream;
     c.last_frontier.assign(inputs, event_time_min);
@@ -117,6 +128,12 @@ class exchange {
     auto& b = out_[from].pending[to];
     b.push_back(std::move(e));
     if (b.size() >= batch_records_) send(from, to);
+  }
+  /// Whether worker `from` may push without growing a batch past batch_records: no full
+  /// batch of it waits for room in an inbox, and the consumer stage on `from` itself
+  /// (which push delivers to in place) is ready. Worker `from` only; never blocks.
+  bool ready(std::size_t from) {
+    return out_[from].stuck == 0 && (!in_[from].down || in_[from].down->ready());
   }
   /// Queue an envelope for every consumer (markers).
   void broadcast(std::size_t from, const envelope<T>& e) {
@@ -140,19 +157,28 @@ class exchange {
     return all;
   }
 
-  /// Consumer side, on worker `to`: processes up to `max_batches` batches. Returns true
-  /// when it stopped with work left (the caller re-posts), false when the inbox was found
-  /// empty (the consumer is then marked asleep, and the next push wakes it).
-  bool drain(std::size_t to, std::size_t max_batches = 16) {
+  /// What drain() stopped at.
+  enum class drained : std::uint8_t {
+    empty,    ///< inbox found empty: the consumer is marked asleep, the next send wakes it
+    more,     ///< max_batches processed, work left: drain again (re-post)
+    blocked,  ///< the consumer stage is not ready (stage_in::ready): drain again later
+  };
+  /// Consumer side, on worker `to`: processes up to `max_batches` batches, each only
+  /// while the consumer stage is ready.
+  drained drain(std::size_t to, std::size_t max_batches = 16) {
     auto& c = in_[to];
     batch b;
     for (std::size_t n = 0; n < max_batches; ++n) {
+      if (!c.down->ready()) {
+        c.down->on_flush();
+        return drained::blocked;
+      }
       if (!c.inbox->try_pop(b)) {
         // Going to sleep without losing a wake-up (see `sleeping`): if send()'s exchange
         // precedes this one, this acquire makes its push visible to was_empty(); if it
         // follows, send() reads true and wakes this worker.
         c.sleeping.exchange(true, std::memory_order_acq_rel);
-        if (c.inbox->was_empty()) return false;
+        if (c.inbox->was_empty()) return drained::empty;
         c.sleeping.exchange(false, std::memory_order_acq_rel);
         continue;
       }
@@ -160,23 +186,27 @@ class exchange {
       b.clear();
       c.down->on_flush();
     }
-    return true;
+    return drained::more;
   }
   /// Schedules drains of worker `to` until its inbox is empty. Any thread.
-  void wake(std::size_t to) {
-    auto& c = in_[to];
-    c.post([this, to] {
-      if (drain(to)) wake(to);
-    });
-  }
+  void wake(std::size_t to) { in_[to].post([this, to] { drain_on(to); }); }
 
  private:
   struct producer {
     std::vector<batch> pending;
+    std::vector<char> full;  // per destination: a full batch waits for room in its inbox
+    std::size_t stuck = 0;   // destinations with `full` set
   };
+  void drain_on(std::size_t to) {
+    switch (drain(to)) {
+      case drained::empty: return;
+      case drained::more: return wake(to);
+      case drained::blocked: return in_[to].retry([this, to] { drain_on(to); });
+    }
+  }
   struct alignas(64) consumer {
     std::unique_ptr<bounded_inbox<batch>> inbox;
-    std::function<void(std::function<void()>)> post;
+    std::function<void(std::function<void()>)> post, retry;
     stage_in<T>* down = nullptr;
     std::vector<event_time> last_frontier;
     bool delivered_in_place = false;  // by push(to == from) since the last flush: worker `to` only
@@ -189,9 +219,20 @@ class exchange {
   };
 
   bool send(std::size_t from, std::size_t to) {
-    auto& b = out_[from].pending[to];
+    auto& p = out_[from];
+    auto& b = p.pending[to];
     auto& c = in_[to];
-    if (!c.inbox->try_push(std::move(b))) return false;  // b untouched on failure
+    if (!c.inbox->try_push(std::move(b))) {  // b untouched on failure
+      if (b.size() >= batch_records_ && !p.full[to]) {
+        p.full[to] = 1;
+        ++p.stuck;
+      }
+      return false;
+    }
+    if (p.full[to]) {
+      p.full[to] = 0;
+      --p.stuck;
+    }
     b = batch{};
     b.reserve(batch_records_);
     if (c.sleeping.exchange(false, std::memory_order_acq_rel)) wake(to);

@@ -26,7 +26,8 @@
 // Accepted user functions (checked at compile time, with a static_assert listing them):
 //   map:       U f(T&&)  or  U f(const T&)                       (U not void)
 //   filter:    bool f(const T&)
-//   flat_map:  void f(T&&, Emit&)  where emit(U) may be called 0..n times;
+//   flat_map:  void f(T&&, Emit&)  where emit(U) may be called 0..n times (f may be
+//              suspended inside emit until downstream has room: <rill/operators/flat_map.hpp>);
 //              or R f(T&&) returning a range of U (std::vector<U>, ...)
 //   key_by:    K f(const T&), K hashable by boost::hash
 //   sink:      void f(T&&), void f(const T&), void f(record<T>&&), or a rill::sink_of<T>
@@ -53,6 +54,7 @@
 #include "rill/core/runtime.hpp"
 #include "rill/core/source.hpp"
 #include "rill/core/stage.hpp"
+#include "rill/operators/flat_map.hpp"
 #include "rill/operators/keyed_window.hpp"
 #include "rill/operators/window.hpp"
 #include "rill/operators/window_sort.hpp"
@@ -132,6 +134,7 @@ struct forwarding_stage : stage_in<In> {
   void on_progress(std::size_t in, event_time t) override { down->on_progress(in, t); }
   void on_end(std::size_t in) override { down->on_end(in); }
   bool on_flush() override { return down->on_flush(); }
+  bool ready() override { return down->ready(); }
 };
 
 template <class T, class U, class F>
@@ -160,35 +163,6 @@ struct filter_stage final : forwarding_stage<T, T> {
       keep = f(static_cast<const T&>(r.value));
     }
     if (keep) this->down->on_record(in, std::move(r));
-  }
-};
-
-template <class U>
-struct emitter {
-  stage_in<U>* down;
-  std::size_t in;
-  const record<U>* proto_time;  // unused; time comes from `t`
-  event_time t;
-  std::optional<source_position> pos;
-  std::shared_ptr<ack_token> ack;  // copied into every output (record.hpp, acks)
-  void operator()(U&& u) const { down->on_record(in, record<U>{std::move(u), t, pos, ack}); }
-  void operator()(const U& u) const { down->on_record(in, record<U>{u, t, pos, ack}); }
-};
-
-template <class T, class U, class F>
-struct flat_map_stage final : forwarding_stage<T, U> {
-  F f;
-  named_op op;
-  flat_map_stage(F fn, named_op o) : f(std::move(fn)), op(o) {}
-  void on_record(std::size_t in, record<T>&& r) override {
-    // The scope covers the stages downstream of the emitter too: they mark themselves.
-    operator_scope running{op.slot, op.name};
-    emitter<U> e{this->down, in, nullptr, r.time, r.position, std::move(r.ack)};
-    if constexpr (std::is_invocable_v<F&, T&&, emitter<U>&>) {
-      f(std::move(r.value), e);
-    } else {
-      for (auto&& u : f(std::move(r.value))) e(std::forward<decltype(u)>(u));
-    }
   }
 };
 
@@ -232,6 +206,9 @@ struct key_by_stage final : stage_in<T> {
     ex->flush(from);
   }
   bool on_flush() override { return ex->flush(from); }
+  /// False while a batch for some worker waits for room in its inbox, or while the stage
+  /// after key_by on this worker is not ready (exchange::ready).
+  bool ready() override { return ex->ready(from); }
 };
 
 /// Producer side of rebalance: hands records to the node's ring.
@@ -414,6 +391,9 @@ class stream {
   }
 
   /// U must be given when f uses the emitter form: flat_map<U>(f). `name`: as for map.
+  /// Emission is bounded by downstream capacity in both forms: when a key_by exchange
+  /// after it is full, the call stops and continues on a later loop turn (a range is
+  /// consumed lazily; the emit form runs f on a fiber) — <rill/operators/flat_map.hpp>.
   template <class U = void, class F>
   auto flat_map(F f, std::string name = "flat_map") && {
     using Out = typename detail::flat_map_result<T, F, U>::type;
@@ -425,7 +405,8 @@ class stream {
     return stream<Out>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<Out> down) {
       prev(b, [f, down, n](build_context& ctx) -> stage_in<T>* {
         ctx.keep_alive->push_back(n);
-        auto* s = ctx.make<detail::flat_map_stage<T, Out, F>>(f, detail::named_op_of(ctx, n.get()));
+        const auto op = detail::named_op_of(ctx, n.get());
+        auto* s = ctx.make<detail::flat_map_stage<T, Out, F>>(f, op.slot, op.name, ctx.w);
         s->down = down(ctx);
         return s;
       });
@@ -462,12 +443,31 @@ class stream {
           b.metrics().add_gauge_fn("rill_queue_depth_batches", "Batches waiting in an exchange inbox (256 records each)",
                                    {{"queue", "key_by"}, {"worker", std::to_string(w)}},
                                    [ex, w] { return double(ex->inbox_depth(w)); });
-          ex->bind_consumer(w, [wk](std::function<void()> fn) {
-            boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
-              turn_scope turn{wk};
-              fn();
-            });
-          }, head, total);
+          // A drain whose consumer stage is not ready retries on this timer (one per
+          // consumer: at most one drain of it is scheduled at a time). The run owns it
+          // (keep_alive): the exchange may outlive the run and the worker's io_context.
+          auto timer = std::make_shared<boost::asio::steady_timer>(wk->context());
+          ctx.keep_alive->push_back(timer);
+          std::weak_ptr<boost::asio::steady_timer> retry = timer;
+          ex->bind_consumer(
+              w,
+              [wk](std::function<void()> fn) {
+                boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
+                  turn_scope turn{wk};
+                  fn();
+                });
+              },
+              head, total,
+              [wk, retry](std::function<void()> fn) {
+                const auto t = retry.lock();
+                if (!t) return;  // the run is over
+                t->expires_after(detail::flat_map_retry);
+                t->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
+                  if (ec) return;
+                  turn_scope turn{wk};
+                  fn();
+                });
+              });
         }
       });
       prev(b, [key, hash, ex, producers, n](build_context& ctx) -> stage_in<T>* {
