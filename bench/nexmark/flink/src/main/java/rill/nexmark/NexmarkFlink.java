@@ -7,7 +7,8 @@
 //
 // Rows: the same JSON lines as nexmark_query (examples/nexmark/queries.cpp), byte for byte.
 // Summary (stderr, one JSON object, as nexmark_query's): query, events, rows, checksum (the
-// sum mod 2^64 of each row line's FNV-1a, '\n' included), parallelism, elapsed_s, events_per_s.
+// sum mod 2^64 of each row line's FNV-1a, '\n' included), parallelism, elapsed_s (env.execute:
+// the MiniCluster's start included), events_per_s, from_first_event_s (first event read to the end).
 package rill.nexmark;
 
 import java.io.BufferedOutputStream;
@@ -19,7 +20,15 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import java.time.Duration;
+import org.apache.flink.api.common.functions.AggregateFunction;
 import org.apache.flink.api.common.functions.RichFilterFunction;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
+import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
+import org.apache.flink.util.Collector;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 import org.apache.flink.api.connector.sink2.WriterInitContext;
@@ -33,6 +42,8 @@ public final class NexmarkFlink {
   // Totals over every sink subtask (MiniCluster: the subtasks run in this JVM).
   static final AtomicLong ROWS = new AtomicLong(), CHECKSUM = new AtomicLong(),
       EVENTS = new AtomicLong();
+  // When the first event was read (any subtask): the run without the MiniCluster's start.
+  static final AtomicLong FIRST = new AtomicLong(Long.MAX_VALUE);
 
   /** A bid parsed from a JSON line of nexmark_gen ({"Bid":{...}}). */
   public static final class Bid {
@@ -163,17 +174,19 @@ public final class NexmarkFlink {
   public static void main(String[] args) throws Exception {
     String query = "q0", output = null;
     int parallelism = 1;
+    long maxDelayMs = 4000;
     List<Path> inputs = new ArrayList<>();
     for (int i = 0; i < args.length; ++i) {
       switch (args[i]) {
         case "--query": query = args[++i]; break;
         case "--parallelism": parallelism = Integer.parseInt(args[++i]); break;
         case "--output": output = args[++i]; break;
+        case "--max-delay-ms": maxDelayMs = Long.parseLong(args[++i]); break;
         default: inputs.add(new Path(args[i]));
       }
     }
     if (inputs.isEmpty()) {
-      System.err.println("usage: NexmarkFlink --query q0|q1|q2 [--parallelism N] [--output PREFIX] FILE.jsonl...");
+      System.err.println("usage: NexmarkFlink --query q0|q1|q2|q5|q7 [--parallelism N] [--max-delay-ms 4000] [--output PREFIX] FILE.jsonl...");
       System.exit(2);
     }
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
@@ -187,23 +200,102 @@ public final class NexmarkFlink {
       case "q0": rows = bids.map(NexmarkFlink::q0); break;
       case "q1": rows = bids.map(NexmarkFlink::q1); break;
       case "q2": rows = bids.filter(b -> b.auction % 123 == 0).map(NexmarkFlink::q2); break;
+      case "q5": rows = q5(withTime(bids, maxDelayMs)); break;
+      case "q7": rows = q7(withTime(bids, maxDelayMs)); break;
       default: System.err.println("unknown --query " + query); System.exit(2); return;
     }
     rows.sinkTo(new RowSink(output)).name("rows");
     long t0 = System.nanoTime();
     env.execute("nexmark " + query);
-    double s = (System.nanoTime() - t0) / 1e9;
+    long t1 = System.nanoTime();
+    double s = (t1 - t0) / 1e9, fromFirst = (t1 - Math.min(FIRST.get(), t1)) / 1e9;
     long events = EVENTS.get();
     System.err.printf("{\"query\":\"%s\",\"events\":%d,\"rows\":%d,\"checksum\":\"%016x\","
-        + "\"parallelism\":%d,\"elapsed_s\":%.3f,\"events_per_s\":%.0f}%n",
-        query, events, ROWS.get(), CHECKSUM.get(), parallelism, s, events / s);
+        + "\"parallelism\":%d,\"elapsed_s\":%.3f,\"events_per_s\":%.0f,\"from_first_event_s\":%.3f}%n",
+        query, events, ROWS.get(), CHECKSUM.get(), parallelism, s, events / s, fromFirst);
+  }
+
+  // --- windowed queries: event time = date_time, bounded out-of-orderness (rill's
+  // --max-delay-ms), epoch-aligned half-open windows, each result once when its window closes.
+  static DataStream<Bid> withTime(DataStream<Bid> bids, long maxDelayMs) {
+    return bids.assignTimestampsAndWatermarks(
+        WatermarkStrategy.<Bid>forBoundedOutOfOrderness(Duration.ofMillis(maxDelayMs))
+            .withTimestampAssigner((b, t) -> b.dateTime));
+  }
+
+  /** q7: the bids with the highest price of each tumbling 10 s window. */
+  public static final class MaxBids {
+    public long price = -1;
+    public ArrayList<Bid> bids = new ArrayList<>();
+  }
+  static DataStream<String> q7(DataStream<Bid> bids) {
+    return bids.windowAll(TumblingEventTimeWindows.of(Duration.ofSeconds(10)))
+        .aggregate(new AggregateFunction<Bid, MaxBids, MaxBids>() {
+          public MaxBids createAccumulator() { return new MaxBids(); }
+          public MaxBids add(Bid b, MaxBids a) {
+            if (b.price > a.price) { a.price = b.price; a.bids.clear(); }
+            if (b.price == a.price) a.bids.add(b);
+            return a;
+          }
+          public MaxBids getResult(MaxBids a) { return a; }
+          public MaxBids merge(MaxBids a, MaxBids b) { throw new UnsupportedOperationException(); }
+        })
+        .flatMap((MaxBids a, Collector<String> out) -> { for (Bid b : a.bids) out.collect(q0(b)); })
+        .returns(Types.STRING);
+  }
+
+  /** q5: bids per auction in sliding 10 s / 2 s windows; per window the auctions of the max. */
+  public static final class Count {
+    public long auction, num, start, end;
+  }
+  public static final class MaxCounts {
+    public long num = -1;
+    public ArrayList<Count> rows = new ArrayList<>();
+  }
+  static DataStream<String> q5(DataStream<Bid> bids) {
+    DataStream<Count> counts = bids.keyBy(b -> b.auction)
+        .window(SlidingEventTimeWindows.of(Duration.ofSeconds(10), Duration.ofSeconds(2)))
+        .aggregate(new AggregateFunction<Bid, long[], Long>() {
+          public long[] createAccumulator() { return new long[1]; }
+          public long[] add(Bid b, long[] a) { ++a[0]; return a; }
+          public Long getResult(long[] a) { return a[0]; }
+          public long[] merge(long[] a, long[] b) { a[0] += b[0]; return a; }
+        }, new ProcessWindowFunction<Long, Count, Long, TimeWindow>() {
+          public void process(Long key, Context ctx, Iterable<Long> n, Collector<Count> out) {
+            Count c = new Count();
+            c.auction = key;
+            c.num = n.iterator().next();
+            c.start = ctx.window().getStart();
+            c.end = ctx.window().getEnd();
+            out.collect(c);
+          }
+        });
+    // A count's timestamp is its window's end - 1 ms: one 2 s tumbling window per sliding one.
+    return counts.keyBy(c -> c.start)
+        .window(TumblingEventTimeWindows.of(Duration.ofSeconds(2)))
+        .aggregate(new AggregateFunction<Count, MaxCounts, MaxCounts>() {
+          public MaxCounts createAccumulator() { return new MaxCounts(); }
+          public MaxCounts add(Count c, MaxCounts a) {
+            if (c.num > a.num) { a.num = c.num; a.rows.clear(); }
+            if (c.num == a.num) a.rows.add(c);
+            return a;
+          }
+          public MaxCounts getResult(MaxCounts a) { return a; }
+          public MaxCounts merge(MaxCounts a, MaxCounts b) { throw new UnsupportedOperationException(); }
+        })
+        .flatMap((MaxCounts a, Collector<String> out) -> {
+          for (Count c : a.rows)
+            out.collect("{\"auction\":" + c.auction + ",\"num\":" + c.num + ",\"window_start\":"
+                + c.start + ",\"window_end\":" + c.end + "}\n");
+        })
+        .returns(Types.STRING);
   }
 
   /** Keeps the bid lines; counts every event line (added to EVENTS at close). */
   public static final class BidLines extends RichFilterFunction<String> {
     long events;
     @Override public boolean filter(String l) {
-      ++events;
+      if (events++ == 0) FIRST.accumulateAndGet(System.nanoTime(), Math::min);
       return l.startsWith("{\"Bid\":");
     }
     @Override public void close() { EVENTS.addAndGet(events); }
