@@ -1,9 +1,12 @@
 // NexmarkFlink — the Flink peer of rill's nexmark_query (bench/nexmark.sh): NEXMark q0, q1,
-// q2 as DataStream programs over the JSON-lines event files nexmark_gen writes, run in a
+// q2, q5, q7 as DataStream programs over the JSON-lines event files nexmark_gen writes, run in a
 // local MiniCluster in this JVM. Each file is one split (as each --input of nexmark_query).
 //
 //   java -cp ... rill.nexmark.NexmarkFlink --query q1 --parallelism 2 --output rows.jsonl \
-//        part0.jsonl part1.jsonl
+//        part0.jsonl part1.jsonl        # rows in rows.jsonl.0, rows.jsonl.1 (one per sink subtask)
+// q5, q7: event time = date_time, --max-delay-ms (default 4000) bounded out-of-orderness.
+// One source subtask reads its files one after the other: with parallelism 1 give a
+// windowed query the stream as one file, or the second file is behind the watermark.
 //
 // Rows: the same JSON lines as nexmark_query (examples/nexmark/queries.cpp), byte for byte.
 // Summary (stderr, one JSON object, as nexmark_query's): query, events, rows, checksum (the
