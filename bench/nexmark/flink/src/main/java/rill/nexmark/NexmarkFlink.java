@@ -1,0 +1,306 @@
+// NexmarkFlink — the Flink peer of rill's nexmark_query (bench/nexmark.sh): NEXMark q0, q1,
+// q2, q5, q7 as DataStream programs over the JSON-lines event files nexmark_gen writes, run in a
+// local MiniCluster in this JVM. Each file is one split (as each --input of nexmark_query).
+//
+//   java -cp ... rill.nexmark.NexmarkFlink --query q1 --parallelism 2 --output rows.jsonl \
+//        part0.jsonl part1.jsonl        # rows in rows.jsonl.0, rows.jsonl.1 (one per sink subtask)
+// q5, q7: event time = date_time, --max-delay-ms (default 4000) bounded out-of-orderness.
+// One source subtask reads its files one after the other: with parallelism 1 give a
+// windowed query the stream as one file, or the second file is behind the watermark.
+//
+// Rows: the same JSON lines as nexmark_query (examples/nexmark/queries.cpp), byte for byte.
+// Summary (stderr, one JSON object, as nexmark_query's): query, events, rows, checksum (the
+// sum mod 2^64 of each row line's FNV-1a, '\n' included), parallelism, elapsed_s (env.execute:
+// the MiniCluster's start included), events_per_s, from_first_event_s (first event read to the end).
+package rill.nexmark;
+
+import java.io.BufferedOutputStream;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import java.time.Duration;
+import org.apache.flink.api.common.functions.AggregateFunction;
+import org.apache.flink.api.common.functions.RichFilterFunction;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
+import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
+import org.apache.flink.util.Collector;
+import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
+import org.apache.flink.connector.file.src.FileSource;
+import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
+import org.apache.flink.core.fs.Path;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+
+public final class NexmarkFlink {
+  // Totals over every sink subtask (MiniCluster: the subtasks run in this JVM).
+  static final AtomicLong ROWS = new AtomicLong(), CHECKSUM = new AtomicLong(),
+      EVENTS = new AtomicLong();
+  // When the first event was read (any subtask): the run without the MiniCluster's start.
+  static final AtomicLong FIRST = new AtomicLong(Long.MAX_VALUE);
+
+  /** A bid parsed from a JSON line of nexmark_gen ({"Bid":{...}}). */
+  public static final class Bid {
+    public long auction, bidder, price, dateTime;
+    public String extra;
+  }
+
+  // --- a minimal parser for the generator's flat JSON objects ---
+  static int valueStart(String s, String key, int from) {
+    int i = s.indexOf("\"" + key + "\":", from);
+    if (i < 0) throw new IllegalArgumentException("no field " + key + " in " + s);
+    return i + key.length() + 3;
+  }
+  static long longAt(String s, int i) {
+    long v = 0;
+    boolean neg = false;
+    if (s.charAt(i) == '-') { neg = true; ++i; }
+    for (; i < s.length(); ++i) {
+      char c = s.charAt(i);
+      if (c < '0' || c > '9') break;
+      v = v * 10 + (c - '0');
+    }
+    return neg ? -v : v;
+  }
+  static String stringAt(String s, int i) {
+    if (s.charAt(i) != '"') throw new IllegalArgumentException("not a string in " + s);
+    StringBuilder b = new StringBuilder();
+    for (++i; ; ++i) {
+      char c = s.charAt(i);
+      if (c == '"') return b.toString();
+      if (c == '\\') {
+        char e = s.charAt(++i);
+        switch (e) {
+          case 'n': b.append('\n'); break;
+          case 't': b.append('\t'); break;
+          case 'r': b.append('\r'); break;
+          case 'b': b.append('\b'); break;
+          case 'f': b.append('\f'); break;
+          case 'u': b.append((char) Integer.parseInt(s.substring(i + 1, i + 5), 16)); i += 4; break;
+          default: b.append(e);
+        }
+      } else {
+        b.append(c);
+      }
+    }
+  }
+  static Bid parseBid(String line) {
+    Bid b = new Bid();
+    b.auction = longAt(line, valueStart(line, "auction", 7));
+    b.bidder = longAt(line, valueStart(line, "bidder", 7));
+    b.price = longAt(line, valueStart(line, "price", 7));
+    b.dateTime = longAt(line, valueStart(line, "date_time", 7));
+    b.extra = stringAt(line, valueStart(line, "extra", 7));
+    return b;
+  }
+
+  // --- the rows' JSON, as examples/nexmark/queries.cpp writes it ---
+  static void str(StringBuilder out, String s) {
+    out.append('"');
+    for (int k = 0; k < s.length(); ++k) {
+      char c = s.charAt(k);
+      if (c == '"' || c == '\\') out.append('\\').append(c);
+      else if (c < 0x20) out.append(String.format("\\u%04x", (int) c));
+      else out.append(c);
+    }
+    out.append('"');
+  }
+  static String q0(Bid b) {
+    StringBuilder o = new StringBuilder(160);
+    o.append("{\"auction\":").append(b.auction).append(",\"bidder\":").append(b.bidder)
+        .append(",\"price\":").append(b.price).append(",\"date_time\":").append(b.dateTime)
+        .append(",\"extra\":");
+    str(o, b.extra);
+    return o.append("}\n").toString();
+  }
+  static String q1(Bid b) {
+    // 0.908 * price as Flink's DECIMAL: exactly price * 908 thousandths.
+    long t = b.price * 908;
+    long frac = t % 1000;
+    StringBuilder o = new StringBuilder(160);
+    o.append("{\"auction\":").append(b.auction).append(",\"bidder\":").append(b.bidder)
+        .append(",\"price\":").append(t / 1000).append('.')
+        .append((char) ('0' + frac / 100)).append((char) ('0' + frac / 10 % 10))
+        .append((char) ('0' + frac % 10)).append(",\"date_time\":").append(b.dateTime)
+        .append(",\"extra\":");
+    str(o, b.extra);
+    return o.append("}\n").toString();
+  }
+  static String q2(Bid b) {
+    return "{\"auction\":" + b.auction + ",\"price\":" + b.price + "}\n";
+  }
+
+  static long fnv1a64(byte[] s) {
+    long h = 0xcbf29ce484222325L;
+    for (byte c : s) h = (h ^ (c & 0xff)) * 0x100000001b3L;
+    return h;
+  }
+
+  /** Counts rows, sums their FNV-1a, writes them to `path` (null: nowhere). */
+  public static final class RowSink implements Sink<String> {
+    final String path;
+    RowSink(String path) { this.path = path; }
+    @Override
+    public SinkWriter<String> createWriter(WriterInitContext ctx) throws IOException {
+      final int sub = ctx.getTaskInfo().getIndexOfThisSubtask();
+      final OutputStream out = path == null ? null
+          : new BufferedOutputStream(new FileOutputStream(path + "." + sub), 1 << 20);
+      return new SinkWriter<String>() {
+        long rows, sum;
+        @Override public void write(String line, Context c) throws IOException {
+          byte[] b = line.getBytes(StandardCharsets.UTF_8);
+          ++rows;
+          sum += fnv1a64(b);
+          if (out != null) out.write(b);
+        }
+        @Override public void flush(boolean endOfInput) throws IOException {
+          if (out != null) out.flush();
+        }
+        @Override public void close() throws IOException {
+          if (out != null) out.close();
+          ROWS.addAndGet(rows);
+          CHECKSUM.addAndGet(sum);
+        }
+      };
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    String query = "q0", output = null;
+    int parallelism = 1;
+    long maxDelayMs = 4000;
+    List<Path> inputs = new ArrayList<>();
+    for (int i = 0; i < args.length; ++i) {
+      switch (args[i]) {
+        case "--query": query = args[++i]; break;
+        case "--parallelism": parallelism = Integer.parseInt(args[++i]); break;
+        case "--output": output = args[++i]; break;
+        case "--max-delay-ms": maxDelayMs = Long.parseLong(args[++i]); break;
+        default: inputs.add(new Path(args[i]));
+      }
+    }
+    if (inputs.isEmpty()) {
+      System.err.println("usage: NexmarkFlink --query q0|q1|q2|q5|q7 [--parallelism N] [--max-delay-ms 4000] [--output PREFIX] FILE.jsonl...");
+      System.exit(2);
+    }
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+    env.setParallelism(parallelism);
+    FileSource<String> src =
+        FileSource.forRecordStreamFormat(new TextLineInputFormat(), inputs.toArray(new Path[0])).build();
+    DataStream<String> lines = env.fromSource(src, WatermarkStrategy.noWatermarks(), "events");
+    DataStream<Bid> bids = lines.filter(new BidLines()).map(NexmarkFlink::parseBid);
+    DataStream<String> rows;
+    switch (query) {
+      case "q0": rows = bids.map(NexmarkFlink::q0); break;
+      case "q1": rows = bids.map(NexmarkFlink::q1); break;
+      case "q2": rows = bids.filter(b -> b.auction % 123 == 0).map(NexmarkFlink::q2); break;
+      case "q5": rows = q5(withTime(bids, maxDelayMs)); break;
+      case "q7": rows = q7(withTime(bids, maxDelayMs)); break;
+      default: System.err.println("unknown --query " + query); System.exit(2); return;
+    }
+    rows.sinkTo(new RowSink(output)).name("rows");
+    long t0 = System.nanoTime();
+    env.execute("nexmark " + query);
+    long t1 = System.nanoTime();
+    double s = (t1 - t0) / 1e9, fromFirst = (t1 - Math.min(FIRST.get(), t1)) / 1e9;
+    long events = EVENTS.get();
+    System.err.printf("{\"query\":\"%s\",\"events\":%d,\"rows\":%d,\"checksum\":\"%016x\","
+        + "\"parallelism\":%d,\"elapsed_s\":%.3f,\"events_per_s\":%.0f,\"from_first_event_s\":%.3f}%n",
+        query, events, ROWS.get(), CHECKSUM.get(), parallelism, s, events / s, fromFirst);
+  }
+
+  // --- windowed queries: event time = date_time, bounded out-of-orderness (rill's
+  // --max-delay-ms), epoch-aligned half-open windows, each result once when its window closes.
+  static DataStream<Bid> withTime(DataStream<Bid> bids, long maxDelayMs) {
+    return bids.assignTimestampsAndWatermarks(
+        WatermarkStrategy.<Bid>forBoundedOutOfOrderness(Duration.ofMillis(maxDelayMs))
+            .withTimestampAssigner((b, t) -> b.dateTime));
+  }
+
+  /** q7: the bids with the highest price of each tumbling 10 s window. */
+  public static final class MaxBids {
+    public long price = -1;
+    public ArrayList<Bid> bids = new ArrayList<>();
+  }
+  static DataStream<String> q7(DataStream<Bid> bids) {
+    return bids.windowAll(TumblingEventTimeWindows.of(Duration.ofSeconds(10)))
+        .aggregate(new AggregateFunction<Bid, MaxBids, MaxBids>() {
+          public MaxBids createAccumulator() { return new MaxBids(); }
+          public MaxBids add(Bid b, MaxBids a) {
+            if (b.price > a.price) { a.price = b.price; a.bids.clear(); }
+            if (b.price == a.price) a.bids.add(b);
+            return a;
+          }
+          public MaxBids getResult(MaxBids a) { return a; }
+          public MaxBids merge(MaxBids a, MaxBids b) { throw new UnsupportedOperationException(); }
+        })
+        .flatMap((MaxBids a, Collector<String> out) -> { for (Bid b : a.bids) out.collect(q0(b)); })
+        .returns(Types.STRING);
+  }
+
+  /** q5: bids per auction in sliding 10 s / 2 s windows; per window the auctions of the max. */
+  public static final class Count {
+    public long auction, num, start, end;
+  }
+  public static final class MaxCounts {
+    public long num = -1;
+    public ArrayList<Count> rows = new ArrayList<>();
+  }
+  static DataStream<String> q5(DataStream<Bid> bids) {
+    DataStream<Count> counts = bids.keyBy(b -> b.auction)
+        .window(SlidingEventTimeWindows.of(Duration.ofSeconds(10), Duration.ofSeconds(2)))
+        .aggregate(new AggregateFunction<Bid, long[], Long>() {
+          public long[] createAccumulator() { return new long[1]; }
+          public long[] add(Bid b, long[] a) { ++a[0]; return a; }
+          public Long getResult(long[] a) { return a[0]; }
+          public long[] merge(long[] a, long[] b) { a[0] += b[0]; return a; }
+        }, new ProcessWindowFunction<Long, Count, Long, TimeWindow>() {
+          public void process(Long key, Context ctx, Iterable<Long> n, Collector<Count> out) {
+            Count c = new Count();
+            c.auction = key;
+            c.num = n.iterator().next();
+            c.start = ctx.window().getStart();
+            c.end = ctx.window().getEnd();
+            out.collect(c);
+          }
+        });
+    // A count's timestamp is its window's end - 1 ms: one 2 s tumbling window per sliding one.
+    return counts.keyBy(c -> c.start)
+        .window(TumblingEventTimeWindows.of(Duration.ofSeconds(2)))
+        .aggregate(new AggregateFunction<Count, MaxCounts, MaxCounts>() {
+          public MaxCounts createAccumulator() { return new MaxCounts(); }
+          public MaxCounts add(Count c, MaxCounts a) {
+            if (c.num > a.num) { a.num = c.num; a.rows.clear(); }
+            if (c.num == a.num) a.rows.add(c);
+            return a;
+          }
+          public MaxCounts getResult(MaxCounts a) { return a; }
+          public MaxCounts merge(MaxCounts a, MaxCounts b) { throw new UnsupportedOperationException(); }
+        })
+        .flatMap((MaxCounts a, Collector<String> out) -> {
+          for (Count c : a.rows)
+            out.collect("{\"auction\":" + c.auction + ",\"num\":" + c.num + ",\"window_start\":"
+                + c.start + ",\"window_end\":" + c.end + "}\n");
+        })
+        .returns(Types.STRING);
+  }
+
+  /** Keeps the bid lines; counts every event line (added to EVENTS at close). */
+  public static final class BidLines extends RichFilterFunction<String> {
+    long events;
+    @Override public boolean filter(String l) {
+      if (events++ == 0) FIRST.accumulateAndGet(System.nanoTime(), Math::min);
+      return l.startsWith("{\"Bid\":");
+    }
+    @Override public void close() { EVENTS.addAndGet(events); }
+  }
+}
