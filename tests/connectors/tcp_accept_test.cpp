@@ -25,6 +25,7 @@
 #include <boost/asio/write.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -104,6 +105,12 @@ void echo(std::shared_ptr<tcp::socket> s, std::shared_ptr<char> c = std::make_sh
 }
 
 TEST(tcp_accept, c25_emfile_is_retried_with_a_delay_and_accepting_resumes) {
+#if defined(__SANITIZE_ADDRESS__)
+  // UBSan's vptr check probes an object's memory through a pipe; with every descriptor
+  // taken that fails, and each virtual call on an error category (Boost's and ours) is
+  // reported as a call on a bad object. The normal build runs this test.
+  GTEST_SKIP() << "not under the sanitizers: their checks need file descriptors, which this test exhausts";
+#endif
   asio::io_context io;
   auto server = std::make_shared<rill::detail::tcp_connector>(io, rill::tcp_endpoint::parse("listen:127.0.0.1:0"),
                                                               rill::tcp_backoff{});
