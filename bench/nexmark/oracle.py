@@ -1,46 +1,26 @@
 #!/usr/bin/env python3
-"""DuckDB oracle for bench/nexmark.sh (q0, q1, q2, q5, q7; SQL and column types as
-tests/examples/nexmark_queries_test.py and nexmark_window_queries_test.py).
+"""DuckDB oracle for bench/nexmark.sh (q0, q1, q2, q5, q7): the SQL and column types of
+tests/examples/nexmark_queries_test.py and nexmark_window_queries_test.py, imported.
 
   oracle.py count Q EVENTS.jsonl...            -> prints the oracle's row count
   oracle.py compare Q ROWS.jsonl EVENTS.jsonl... -> the rows must be the oracle's multiset
                                                   (EXCEPT ALL both ways); exit 1 if not
 Run with the python of scripts/duckdb_venv.
 """
+import os
 import sys
 
 import duckdb
 
-ORACLE = {
-    "q0": "SELECT auction, bidder, price, date_time, extra FROM bid",
-    "q1": "SELECT auction, bidder, 0.908 * price AS price, date_time, extra FROM bid",
-    "q2": "SELECT auction, price FROM bid WHERE auction % 123 = 0",
-    # Windowed (tests/examples/nexmark_window_queries_test.py): bids per auction in
-    # [k*2 s, k*2 s + 10 s); per window the auctions whose count is the window's maximum.
-    "q5": """WITH w AS (SELECT auction,
-                               unnest(range(CAST(date_time // 2000 AS BIGINT) - 4,
-                                            CAST(date_time // 2000 AS BIGINT) + 1)) * 2000 AS ws
-                        FROM bid),
-                  c AS (SELECT auction, ws, count(*) AS num FROM w GROUP BY auction, ws),
-                  m AS (SELECT ws, max(num) AS maxn FROM c GROUP BY ws)
-             SELECT c.auction, c.num, c.ws AS window_start, c.ws + 10000 AS window_end
-             FROM c JOIN m ON c.ws = m.ws AND c.num >= m.maxn""",
-    # The bids with the highest price of their [k*10 s, (k+1)*10 s) window.
-    "q7": """WITH m AS (SELECT date_time // 10000 AS k, max(price) AS maxprice FROM bid GROUP BY k)
-             SELECT B.auction, B.bidder, B.price, B.date_time, B.extra
-             FROM bid B JOIN m ON B.date_time // 10000 = m.k AND B.price = m.maxprice""",
-}
-ROW_COLUMNS = {
-    "q0": "{'auction': 'UBIGINT', 'bidder': 'UBIGINT', 'price': 'UBIGINT', "
-          "'date_time': 'UBIGINT', 'extra': 'VARCHAR'}",
-    "q1": "{'auction': 'UBIGINT', 'bidder': 'UBIGINT', 'price': 'DECIMAL(38,3)', "
-          "'date_time': 'UBIGINT', 'extra': 'VARCHAR'}",
-    "q2": "{'auction': 'UBIGINT', 'price': 'UBIGINT'}",
-    "q5": "{'auction': 'UBIGINT', 'num': 'BIGINT', 'window_start': 'BIGINT', 'window_end': 'BIGINT'}",
-}
-ROW_COLUMNS["q7"] = ROW_COLUMNS["q0"]
-BID = ("STRUCT(auction UBIGINT, bidder UBIGINT, price UBIGINT, channel VARCHAR, url VARCHAR, "
-       "date_time UBIGINT, extra VARCHAR)")
+# The SQL and the row column types are the query tests' own, so the benchmark checks
+# against exactly what the tests check against.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "examples"))
+import nexmark_queries_test as plain  # noqa: E402
+import nexmark_window_queries_test as windowed  # noqa: E402
+
+ORACLE = {**plain.ORACLE, **windowed.ORACLE}
+ROW_COLUMNS = {**plain.ROW_COLUMNS, **windowed.ROW_COLUMNS}
+BID = plain.BID
 
 
 def main():

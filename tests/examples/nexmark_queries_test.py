@@ -62,7 +62,8 @@ def ensure_duckdb(venv_script):
         sys.exit(f"FAIL: {venv_script} exited {p.returncode} (its log is above)")
     py = p.stdout.decode().strip()
     os.environ["NEXMARK_QUERIES_TEST_REEXEC"] = "1"
-    os.execv(py, [py, os.path.abspath(__file__), *sys.argv[1:]])
+    # The script that was run (this one, or a test that imports this function).
+    os.execv(py, [py, os.path.abspath(sys.argv[0]), *sys.argv[1:]])
 
 
 def run(cmd, want_rc=0):

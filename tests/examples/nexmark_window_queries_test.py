@@ -26,7 +26,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nexmark_queries_test import BID, EVENTS, run, summary  # noqa: E402
+from nexmark_queries_test import BID, EVENTS, ensure_duckdb, run, summary  # noqa: E402
 
 PERSON = ("STRUCT(id UBIGINT, name VARCHAR, email_address VARCHAR, credit_card VARCHAR, "
           "city VARCHAR, state VARCHAR, date_time UBIGINT, extra VARCHAR)")
@@ -95,23 +95,6 @@ ROW_COLUMNS = {
     "q11": "{'bidder': 'UBIGINT', 'bid_count': 'BIGINT', 'window_start': 'UBIGINT', "
            "'window_end': 'UBIGINT'}",
 }
-
-
-def ensure_duckdb(venv_script):
-    """Imports duckdb or re-runs this script with the Python of scripts/duckdb_venv."""
-    try:
-        import duckdb  # noqa: F401
-        return
-    except ImportError:
-        pass
-    if os.environ.get("NEXMARK_QUERIES_TEST_REEXEC"):
-        sys.exit("FAIL: duckdb does not import even in the venv of scripts/duckdb_venv")
-    p = subprocess.run([venv_script], stdout=subprocess.PIPE)
-    if p.returncode != 0:
-        sys.exit(f"FAIL: {venv_script} exited {p.returncode} (its log is above)")
-    py = p.stdout.decode().strip()
-    os.environ["NEXMARK_QUERIES_TEST_REEXEC"] = "1"
-    os.execv(py, [py, os.path.abspath(__file__), *sys.argv[1:]])
 
 
 def main():
