@@ -21,10 +21,14 @@
 #include <chrono>
 #include <functional>
 #include <istream>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/socket.h>
 
 #include "rill/connectors/http_transport.hpp"
 
@@ -34,9 +38,11 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
 
-/// A loopback server on its own thread: for each request it reads (head and
-/// Content-Length body), it writes the next canned answer; `close_after[i]` closes the
-/// connection after answer i. Counts accepted connections.
+/// A loopback server: an accept thread, and a thread per accepted connection (a client
+/// may open a second connection while the first is still open: cpprestsdk returns a
+/// connection to its pool asynchronously, after the completion). For each request read
+/// (head and Content-Length body) on any connection, it writes the next canned answer;
+/// `close_after` closes that connection after the answer. Counts accepted connections.
 class canned_server {
  public:
   struct answer {
@@ -54,44 +60,75 @@ class canned_server {
     tcp::socket s(wake_ioc_);
     s.connect(acceptor_.local_endpoint(), ec);
     thread_.join();
+    {
+      // Wake connection threads blocked in a read: shutdown(2) on the descriptor is
+      // safe from another thread; the socket objects stay owned by their threads.
+      const std::lock_guard lock(mu_);
+      for (const int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
+    }
+    for (auto& c : connections_) c.join();
   }
   unsigned short port() const { return acceptor_.local_endpoint().port(); }
   int accepted() const { return accepted_.load(); }
 
  private:
   void run() {
-    std::size_t next = 0;
     while (!stop_) {
-      tcp::socket sock(ioc_);
+      auto sock = std::make_unique<tcp::socket>(ioc_);
       boost::system::error_code ec;
-      acceptor_.accept(sock, ec);
+      acceptor_.accept(*sock, ec);
       if (ec || stop_) return;
       ++accepted_;
-      asio::streambuf buf;
-      while (next < answers_.size()) {
-        const auto head_len = asio::read_until(sock, buf, "\r\n\r\n", ec);
-        if (ec) break;
-        std::string head(asio::buffers_begin(buf.data()), asio::buffers_begin(buf.data()) + head_len);
-        buf.consume(head_len);
-        std::size_t body = 0;
-        if (const auto at = head.find("Content-Length: "); at != std::string::npos)
-          body = std::stoul(head.substr(at + 16));
-        if (buf.size() < body) asio::read(sock, buf, asio::transfer_exactly(body - buf.size()), ec);
-        buf.consume(body);
-        const auto& a = answers_[next++];
-        asio::write(sock, asio::buffer(a.bytes), ec);
-        if (a.close_after) break;
+      {
+        const std::lock_guard lock(mu_);
+        open_fds_.push_back(sock->native_handle());
       }
-      sock.shutdown(tcp::socket::shutdown_both, ec);
+      connections_.emplace_back([this, s = std::move(sock)] { serve(*s); });
     }
   }
 
+  /// The next canned answer, or none when all were given.
+  std::optional<answer> next_answer() {
+    const std::lock_guard lock(mu_);
+    if (next_ >= answers_.size()) return std::nullopt;
+    return answers_[next_++];
+  }
+
+  void serve(tcp::socket& sock) {
+    boost::system::error_code ec;
+    asio::streambuf buf;
+    while (!stop_) {
+      const auto head_len = asio::read_until(sock, buf, "\r\n\r\n", ec);
+      if (ec) break;
+      std::string head(asio::buffers_begin(buf.data()), asio::buffers_begin(buf.data()) + head_len);
+      buf.consume(head_len);
+      std::size_t body = 0;
+      if (const auto at = head.find("Content-Length: "); at != std::string::npos)
+        body = std::stoul(head.substr(at + 16));
+      if (buf.size() < body) asio::read(sock, buf, asio::transfer_exactly(body - buf.size()), ec);
+      buf.consume(body);
+      const auto a = next_answer();
+      if (!a) break;
+      asio::write(sock, asio::buffer(a->bytes), ec);
+      if (a->close_after) break;
+    }
+    {
+      const std::lock_guard lock(mu_);
+      std::erase(open_fds_, sock.native_handle());
+    }
+    sock.shutdown(tcp::socket::shutdown_both, ec);
+  }
+
   std::vector<answer> answers_;
+  std::size_t next_ = 0;  // guarded by mu_
+  std::mutex mu_;
+  std::vector<int> open_fds_;  // guarded by mu_
   asio::io_context ioc_, wake_ioc_;
   tcp::acceptor acceptor_;
   std::atomic<bool> stop_{false};
   std::atomic<int> accepted_{0};
   std::thread thread_;
+  std::vector<std::thread> connections_;  // touched by the accept thread, then joined
 };
 
 class http_transport_c24 : public ::testing::TestWithParam<rill::http_transport_kind> {
