@@ -44,8 +44,10 @@
 // worker (docs/design.md "Runtime"). User functions are copied once per worker.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -98,7 +100,73 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
       down->on_progress(0, w);
     }
   }
+  // Look-ahead: a record waits here until `lookahead` more have arrived, and its state
+  // slot is prefetched on arrival, so the cache miss of a lookup into a table of many keys
+  // overlaps the work on the records before it. A progress marker that arrives while
+  // records wait is held too, in order: the exchange sends one before nearly every record
+  // (the input's frontier grows with it), and applying it at once would empty the wait.
+  // Everything is processed in arrival order, and everything waiting is processed before
+  // an end, a flush or a tick goes on, so the results are those of processing each input
+  // on arrival. The upstream is always key_by's exchange, which flushes this stage after
+  // every batch it delivers and after records it handed over in place (exchange.hpp), so
+  // nothing waits beyond the batch it came in.
+  static constexpr std::size_t lookahead = 8;
+  struct waiting {
+    std::size_t in;
+    record<keyed<T>> r;
+    event_time progress_before;  // a held marker of input `in` (event_time_min: none)
+  };
+  std::array<std::optional<waiting>, lookahead> ring;
+  std::size_t head = 0, count = 0;
+  std::optional<std::pair<std::size_t, event_time>> held;  // a marker that arrived after the last record
+
   void on_record(std::size_t in, record<keyed<T>>&& r) override {
+    agg.prefetch(r.value.hash, r.time);
+    event_time before = event_time_min;
+    if (held) {
+      if (held->first == in) {
+        before = held->second;
+      } else {  // a marker of another input: it goes on before this record
+        process_waiting();
+        apply_progress(held->first, held->second);
+      }
+      held.reset();
+    }
+    if (count == lookahead) {
+      auto& oldest = ring[head];
+      run(std::move(*oldest));
+      oldest.emplace(waiting{in, std::move(r), before});
+      head = (head + 1) % lookahead;
+      return;
+    }
+    ring[(head + count) % lookahead].emplace(waiting{in, std::move(r), before});
+    ++count;
+  }
+  void run(waiting&& w) {
+    if (w.progress_before != event_time_min) apply_progress(w.in, w.progress_before);
+    process(w.in, std::move(w.r));
+  }
+  // Processes every waiting record and marker, in order.
+  void process_waiting() {
+    for (; count > 0; --count) {
+      auto& w = ring[head];
+      head = (head + 1) % lookahead;
+      auto x = std::move(*w);
+      w.reset();
+      run(std::move(x));
+    }
+    if (held) {
+      const auto [in, t] = *held;
+      held.reset();
+      apply_progress(in, t);
+    }
+  }
+  void apply_progress(std::size_t in, event_time t) {
+    auto emit = on_result();
+    agg.progress(in, t, now(), emit);
+    advance();
+  }
+  void process(std::size_t in, record<keyed<T>>&& r) {
     c->add(c->in);
     const K k = key(static_cast<const T&>(r.value.value));
     auto emit = on_result();
@@ -112,14 +180,20 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
     advance();
   }
   void on_progress(std::size_t in, event_time t) override {
-    auto emit = on_result();
-    agg.progress(in, t, now(), emit);
-    advance();
+    if (count == 0 && !held) return apply_progress(in, t);
+    if (held && held->first == in) {  // frontiers of one input only grow: keep the latest
+      held->second = std::max(held->second, t);
+      return;
+    }
+    if (held) process_waiting();  // a marker of another input is held: keep the order
+    if (count == 0) return apply_progress(in, t);
+    held.emplace(in, t);
   }
   // An input that ends because of a stop has not sent everything: it must not count as
   // +infinity (that would fire windows on partial data), so with stop_policy::discard the
   // open windows are dropped instead, at each stopped input's end.
   void on_end(std::size_t in) override {
+    process_waiting();
     auto emit = on_result();
     if (rt && rt->stop_requested() && agg.options().on_stop == window_options::stop_policy::discard) {
       c->add(c->discarded, agg.discard());
@@ -129,8 +203,12 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
     }
     if (--inputs_left == 0) down->on_end(0);
   }
-  bool on_flush() override { return down->on_flush(); }
+  bool on_flush() override {
+    process_waiting();
+    return down->on_flush();
+  }
   void tick(steady_time t) {
+    process_waiting();
     auto emit = on_result();
     agg.tick(t, emit);
     advance();

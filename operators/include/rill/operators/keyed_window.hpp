@@ -26,9 +26,9 @@
 // one window) and O(keys x open sessions) for sessions, never O(records) — except that
 // records from a source that tracks acknowledgements (rill::kafka_source) keep their ack
 // token in their slice until every window holding the slice has been emitted
-// (at-least-once: record.hpp). push() of an in-time record: one absl::flat_hash_map
-// lookup in its slice's table (the key_by hash is passed in, not recomputed) and one
-// add(). Firing a window emits each of its keys once; a sliding window merges O(1)
+// (at-least-once: record.hpp). push() of an in-time record: one rill::key_table lookup
+// in its slice's table (the key_by hash is passed in, not recomputed) and one add();
+// prefetch() fetches that table slot ahead of the push. Firing a window emits each of its keys once; a sliding window merges O(1)
 // accumulators per key (two stacks). Sessions: a sorted vector of sessions per key and
 // one timer per key, O(log open session ends) to insert.
 //
@@ -61,6 +61,7 @@
 #include "rill/core/record.hpp"
 #include "rill/core/time.hpp"
 #include "rill/core/watermark.hpp"
+#include "rill/operators/key_table.hpp"
 #include "rill/operators/window.hpp"
 
 namespace rill {
@@ -249,6 +250,17 @@ class keyed_window_aggregator {
     fire_ready(on_result);
   }
 
+  /// Hints that a record of key hash `hash` (key_by's) and time `t` will be pushed soon:
+  /// fetches its state slot into the cache when t lies in the slice of the previous
+  /// record (tumbling and sliding; nothing for sessions or another slice). Changes no
+  /// state; O(1), noexcept. The keyed window stage calls it a few records ahead.
+  void prefetch(std::size_t hash, event_time t) const noexcept {
+    if constexpr (!detail::is_session<Assigner>) {
+      const std::int64_t ns = t.time_since_epoch().count();
+      if (hot_ != nullptr && ns >= cached_lo_ && ns < cached_hi_) hot_->accs.prefetch(hash);
+    }
+  }
+
   /// Progress marker: `input` has seen everything up to `t`. Fires what is due.
   template <class OnResult>
   void progress(std::size_t input, event_time t, steady_time now, OnResult&& on_result) {
@@ -385,14 +397,14 @@ class keyed_window_aggregator {
     return detail::floor_div_wide(detail::ns_of(w) - size_, slide_);
   }
 
-  // A slice: key -> accumulator, a slot of sizeof(K) + sizeof(accumulator) (no stored
-  // hash: probes carry key_by's; no ack pointer: the tokens of a source that tracks acks
-  // live in a table of their own, empty otherwise).
-  using slice_accs = absl::flat_hash_map<K, accumulator, detail::probe_hash<K, Hash>, detail::probe_eq<K>>;
+  // A slice: key -> accumulator in a rill::key_table, a slot of std::pair<K, accumulator>
+  // (no stored hash: lookups carry key_by's; no ack pointer: the tokens of a source that
+  // tracks acks live in a table of their own, empty otherwise).
+  using slice_accs = key_table<K, accumulator, detail::probe_hash<K, Hash>>;
   using slice_acks = absl::flat_hash_map<K, acks_t, detail::probe_hash<K, Hash>, detail::probe_eq<K>>;
   struct slice_table {
     explicit slice_table(const Hash& h)
-        : accs(0, detail::probe_hash<K, Hash>{h}), acks(0, detail::probe_hash<K, Hash>{h}) {}
+        : accs(detail::probe_hash<K, Hash>{h}), acks(0, detail::probe_hash<K, Hash>{h}) {}
     slice_accs accs;
     slice_acks acks;
   };
@@ -439,24 +451,16 @@ class keyed_window_aggregator {
     if (j == cached_j_) hot_ = &sl;
     return fold_slice(sl, key, hash, value, std::move(ack));
   }
-  // The lookup of every record, inlined whole into its caller (GCC keeps absl's find()
-  // out of line there otherwise: a call per record, and no overlap between records).
-  [[gnu::flatten]] static typename slice_accs::iterator find_acc(slice_accs& accs, const detail::key_probe<K>& p) {
-    return accs.find(p, p.hash);
-  }
   [[gnu::always_inline]] bool fold_slice(slice_table& sl, const K& key, std::size_t hash, const T& value,
                                          std::shared_ptr<ack_token>&& ack) {
-    const detail::key_probe<K> probe{&key, hash};
-    bool fresh = false;
-    auto it = find_acc(sl.accs, probe);
-    if (it == sl.accs.end()) [[unlikely]] {
-      it = sl.accs.lazy_emplace(probe, [&](const typename slice_accs::constructor& make) { make(key, agg_.init()); });
-      fresh = true;
+    const auto [it, fresh] = sl.accs.try_emplace(key, hash, [&] { return agg_.init(); });
+    if (fresh) [[unlikely]] {
       ++entries_;
       peak_entries_ = std::max(peak_entries_, entries_);
     }
     agg_.add(it->second, value);
     if (ack) {
+      const detail::key_probe<K> probe{&key, hash};
       sl.acks.lazy_emplace(probe, [&](const typename slice_acks::constructor& make) { make(key, acks_t{}); })
           ->second.push_back(std::move(ack));
       has_acks_ = true;
@@ -501,14 +505,13 @@ class keyed_window_aggregator {
   // entry is new: the window was emitted before only if it held another entry of the key).
   template <class OnResult>
   void emit_key(const K& key, std::size_t hash, detail::wide k, std::int64_t j, bool fresh, OnResult& on_result) {
-    const detail::key_probe<K> probe{&key, hash};
     std::optional<accumulator> acc;
     acks_t acks;
     bool other = false;
     for (auto it = slices_.lower_bound(std::int64_t(first_slice(k))); it != slices_.end() && it->first < end_slice(k);
          ++it) {
-      auto e = it->second.accs.find(probe);
-      if (e == it->second.accs.end()) continue;
+      auto* e = it->second.accs.find(key, hash);
+      if (e == nullptr) continue;
       if (it->first != j) other = true;
       if (!acc) {
         acc = e->second;
