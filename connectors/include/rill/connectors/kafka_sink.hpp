@@ -73,7 +73,8 @@
 // Thread safety: write/flush/progress/end from any worker (one mutex around the
 // hand-off); delivery reports run inside write() and flush(worker) on a worker, or on the
 // sink's poll thread: on_error is called on any of these threads, one call at a time
-// (under the sink's mutex).
+// (under the sink's mutex). stats(), undelivered() and the metrics functions
+// (add_metrics) from any thread: atomic reads and histogram reads, no lock.
 // Blocking: write() never blocks; end() blocks its worker up to flush_timeout (shutdown).
 #pragma once
 

@@ -75,7 +75,8 @@
 //     data path, and the statistics JSON (statistics.interval.ms: the whole client's
 //     state serialised every interval and parsed on the worker) is not needed.
 //
-// Thread safety: a reader (split) lives on one worker. stats() from any thread.
+// Thread safety: a reader (split) lives on one worker. stats() and lag() from any thread
+// (lag() takes each split's view mutex, never held across a blocking call).
 #pragma once
 
 #include <algorithm>
