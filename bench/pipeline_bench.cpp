@@ -151,5 +151,9 @@ void BM_pipeline_stages(benchmark::State& state) {
 BENCHMARK(BM_pipeline_stages)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_libpcap_read_loop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_pcap_reader_decode)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_pipeline_in_memory)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_pipeline_in_memory)
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();  // cpu_time: every thread of the process (bench/metrics_overhead.sh)
 BENCHMARK_MAIN();

@@ -43,23 +43,18 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   // Written per record by whoever serves delivery reports (the poll thread): a cache
   // line of their own, apart from what the writing workers touch per record.
   alignas(64) std::atomic<holder*> returned{nullptr};  ///< given back by dr_cb, any thread
-  /// Records done with (delivery report, or a produce or hand-off that failed for good).
-  /// pending = stats.accepted - completed: the workers write only accepted, the poll
-  /// thread only completed, instead of both updating one shared count per record.
-  std::atomic<std::uint64_t> completed{0};
   alignas(64) holder* free_holders = nullptr;    ///< under mu
   std::unique_ptr<RdKafka::Producer> p;
   /// The destination topic's handle, made once: the C++ produce(topic_name, ...) copies
   /// the name into a std::string (a heap allocation for names over 15 bytes) and looks
   /// the topic up by name (a lock, a string compare, refcounts) on every message.
   rd_kafka_topic_t* rkt = nullptr;
-  kafka_sink_stats stats;
+  /// Shared with the metrics functions (kafka_sink::add_metrics), which may outlive us.
+  std::shared_ptr<kafka_sink_stats> stats_owner = std::make_shared<kafka_sink_stats>();
+  kafka_sink_stats& stats = *stats_owner;
   /// accepted - completed. Any thread. completed is read first: every completion follows
   /// its acceptance, so the difference never goes below 0.
-  std::uint64_t pending_now() const noexcept {
-    const auto done = completed.load(std::memory_order_acquire);
-    return stats.accepted.load(std::memory_order_acquire) - done;
-  }
+  std::uint64_t pending_now() const noexcept { return stats.pending(); }
   mutable std::mutex mu;          // buffer, errors, on_error
   std::deque<item> buffer;
   std::vector<std::string> errors;
@@ -141,7 +136,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     fail(o.topic, it.m.key, it.m.value, "produce: " + RdKafka::err2str(e));  // e.g. too large
     if (it.ack) it.ack->fail();  // reported, but not done: no commit past its inputs
     it.ack.reset();
-    completed.fetch_add(1, std::memory_order_release);
+    stats.completed.fetch_add(1, std::memory_order_release);
     return true;
   }
   void fail(const std::string& topic, const std::optional<std::string>& key, const std::string& value,
@@ -202,12 +197,15 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     if (chain) give_back(chain, last);
     v.resize(base);
     stats.delivered.fetch_add(n - base, std::memory_order_relaxed);
-    completed.fetch_add(n - base, std::memory_order_release);
+    stats.completed.fetch_add(n - base, std::memory_order_release);
   }
 
   void dr_cb(RdKafka::Message& m) override {
     holder* h = static_cast<holder*>(m.msg_opaque());
     if (m.err() == RdKafka::ERR_NO_ERROR) {
+      // librdkafka stamps every message at produce (rd_kafka_message_latency): no clock
+      // read of ours per record.
+      if (const auto us = m.latency(); us >= 0) stats.delivery_latency.record_shared(std::uint64_t(us) * 1000);
       delivered_now().push_back(h);  // released (and counted) when the poll returns
       return;
     } else {
@@ -222,7 +220,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
       h->ack.reset();  // releases the ack: failed for the source
       give_back(h, h);
     }
-    completed.fetch_add(1, std::memory_order_release);
+    stats.completed.fetch_add(1, std::memory_order_release);
   }
   void event_cb(RdKafka::Event& ev) override {
     if (ev.type() == RdKafka::Event::EVENT_ERROR) stats.transient_errors.fetch_add(1, std::memory_order_relaxed);
@@ -278,7 +276,7 @@ producer_core::~producer_core() {
       s.fail(s.o.topic, it.m.key, it.m.value, "sink destroyed before hand-off");
       if (it.ack) it.ack->fail();
     }
-    s.completed.fetch_add(s.buffer.size(), std::memory_order_release);
+    s.stats.completed.fetch_add(s.buffer.size(), std::memory_order_release);
     s.buffer.clear();
   }
   s.p->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
@@ -335,6 +333,7 @@ void producer_core::on_error(std::function<void(const kafka_failed_delivery&)> f
   p_->on_err = std::move(f);
 }
 kafka_sink_stats& producer_core::stats() noexcept { return p_->stats; }
+std::shared_ptr<const kafka_sink_stats> producer_core::shared_stats() const { return p_->stats_owner; }
 std::vector<std::string> producer_core::errors() const {
   std::lock_guard<std::mutex> g(p_->mu);
   return p_->errors;

@@ -38,9 +38,20 @@ const std::string* kafka_topic::intern(std::string_view name) {
 
 namespace rill::kafka_detail {
 
+/// What the metrics endpoint's thread may read of one split (kafka_source::lag()): the
+/// consumer handle while it is open, and the partitions assigned, both under `mu`. The
+/// split's worker updates them in its rebalance callbacks and nulls `rk` before the
+/// consumer closes, so a reader never uses a closed or destroyed handle.
+struct split_view {
+  std::mutex mu;
+  rd_kafka_t* rk = nullptr;
+  std::vector<std::pair<std::string, std::int32_t>> assigned;
+};
+
 struct topic_table {
   std::mutex mu;
   std::vector<std::string> names;
+  std::vector<std::shared_ptr<split_view>> views;  ///< every split made, for lag_of
   std::size_t open_splits = 0;                  ///< constructed, final commit not yet made
   std::size_t joined_splits = 0;                ///< had their first assignment (start gate)
   std::vector<std::function<void()>> closers;   ///< final commit made, close deferred
@@ -81,6 +92,39 @@ struct topic_table {
 };
 
 std::shared_ptr<topic_table> make_topic_table() { return std::make_shared<topic_table>(); }
+
+std::vector<kafka_partition_lag> lag_of(topic_table& t) {
+  std::vector<std::shared_ptr<split_view>> views;
+  {
+    std::lock_guard<std::mutex> g(t.mu);
+    views = t.views;
+  }
+  std::vector<kafka_partition_lag> out;
+  for (const auto& v : views) {
+    std::lock_guard<std::mutex> g(v->mu);
+    if (!v->rk || v->assigned.empty()) continue;
+    // Both reads are local to the client: the position is what the consumer handed out,
+    // the high watermark is cached from each fetch response (rdkafka.h).
+    rd_kafka_topic_partition_list_t* l = rd_kafka_topic_partition_list_new(int(v->assigned.size()));
+    for (const auto& [topic, part] : v->assigned) rd_kafka_topic_partition_list_add(l, topic.c_str(), part);
+    if (rd_kafka_position(v->rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      for (int i = 0; i < l->cnt; ++i) {
+        const auto& e = l->elems[i];
+        std::int64_t lo = -1, hi = -1;
+        if (e.offset < 0 ||
+            rd_kafka_get_watermark_offsets(v->rk, e.topic, e.partition, &lo, &hi) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+            hi < 0)
+          continue;
+        const bool dup = std::any_of(out.begin(), out.end(), [&](const kafka_partition_lag& x) {
+          return x.partition == e.partition && x.topic == e.topic;
+        });
+        if (!dup) out.push_back({e.topic, e.partition, e.offset, hi, std::max<std::int64_t>(0, hi - e.offset)});
+      }
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+  }
+  return out;
+}
 
 namespace {
 
@@ -198,6 +242,44 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   bool assigned_once = false;  ///< first assignment seen (topic_table::joined counted)
   bool gate_open = false;      ///< split_core::started() returned true once
   std::chrono::steady_clock::time_point born = std::chrono::steady_clock::now();
+  std::shared_ptr<split_view> view = std::make_shared<split_view>();
+  /// Asynchronous commits in flight: a key of their offsets (commit_key) and when each
+  /// was sent, for the commit latency; matched in offset_commit_cb. At most 64 (a
+  /// request whose callback never comes is dropped with the oldest).
+  std::deque<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> commits_in_flight;
+
+  ~impl() { unpublish(); }
+
+  /// Copies the assigned partitions into the view (after every rebalance callback).
+  void publish_assignment() {
+    std::lock_guard<std::mutex> g(view->mu);
+    view->assigned.clear();
+    for (const auto& [pid, t] : parts) view->assigned.emplace_back(t.topic, t.partition);
+  }
+  /// Before the consumer closes: readers stop using the handle.
+  void unpublish() {
+    std::lock_guard<std::mutex> g(view->mu);
+    view->rk = nullptr;
+    view->assigned.clear();
+  }
+
+  /// A key of a commit request's offsets, independent of their order (the callback's
+  /// list need not keep the request's order).
+  static std::uint64_t commit_key(const std::vector<RdKafka::TopicPartition*>& offs) {
+    std::uint64_t k = 0;
+    for (const auto* tp : offs) {
+      std::uint64_t x = (std::uint64_t(std::uint32_t(tp->partition())) << 48) ^ std::uint64_t(tp->offset()) ^
+                        std::hash<std::string>{}(tp->topic());
+      x ^= x >> 33;
+      x *= 0xff51afd7ed558ccdULL;  // murmur3 fmix64
+      x ^= x >> 33;
+      k += x;
+    }
+    return k;
+  }
+  void commit_took(std::chrono::steady_clock::duration d) {
+    stats->commit_latency.record_shared(std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()));
+  }
 
   static void bump(std::atomic<std::uint64_t>& a, std::int64_t n = 1) {
     a.fetch_add(std::uint64_t(n), std::memory_order_relaxed);
@@ -247,7 +329,14 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
       for (auto& [pid, t] : parts) add(t);
     }
     if (offs.empty()) return;
+    const auto sent = std::chrono::steady_clock::now();
     const auto e = sync ? c->commitSync(offs) : c->commitAsync(offs);
+    if (sync) {
+      commit_took(std::chrono::steady_clock::now() - sent);
+    } else if (e == RdKafka::ERR_NO_ERROR) {
+      if (commits_in_flight.size() == 64) commits_in_flight.pop_front();
+      commits_in_flight.emplace_back(commit_key(offs), sent);
+    }
     if (e == RdKafka::ERR_NO_ERROR) {
       if (sync) bump(stats->commits);
     } else {
@@ -316,6 +405,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
         consumer->assign(tps);
       }
       bump(stats->assigned, std::int64_t(tps.size()));
+      publish_assignment();
       if (paused_all) {
         consumer->pause(tps);
         for (auto* tp : tps) parts[pid_of(tp->topic(), tp->partition())].paused = true;
@@ -348,6 +438,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     }
     stats->assigned.fetch_sub(std::min<std::uint64_t>(tps.size(), stats->assigned.load()),
                               std::memory_order_relaxed);
+    publish_assignment();
   }
 
   void event_cb(RdKafka::Event& ev) override {
@@ -360,6 +451,16 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   }
 
   void offset_commit_cb(RdKafka::ErrorCode e, std::vector<RdKafka::TopicPartition*>& offs) override {
+    // Our asynchronous commits only: a synchronous one was timed by its caller.
+    if (!commits_in_flight.empty()) {
+      const auto k = commit_key(offs);
+      const auto it = std::find_if(commits_in_flight.begin(), commits_in_flight.end(),
+                                   [&](const auto& f) { return f.first == k; });
+      if (it != commits_in_flight.end()) {
+        commit_took(std::chrono::steady_clock::now() - it->second);
+        commits_in_flight.erase(it);
+      }
+    }
     settle_commits(e, offs);
     if (e == RdKafka::ERR_NO_ERROR) bump(stats->commits);
     else if (e != RdKafka::ERR__NO_OFFSET) {
@@ -475,6 +576,14 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
   }
   if (const auto se = p_->c->subscribe(o.topics); se != RdKafka::ERR_NO_ERROR)
     throw std::runtime_error("kafka_source: subscribe: " + RdKafka::err2str(se));
+  {
+    std::lock_guard<std::mutex> g(p_->view->mu);
+    p_->view->rk = p_->c->c_ptr();
+  }
+  {
+    std::lock_guard<std::mutex> g(p_->topics->mu);
+    p_->topics->views.push_back(p_->view);
+  }
   p_->topics->opened();  // last: a split that threw above never joins the deferred close
 }
 
@@ -645,6 +754,7 @@ void split_core::shutdown() {
   // Leave the group only when every split of this source committed: an early leave would
   // start a rebalance that revokes the others' partitions before their final commit.
   p.topics->committed([impl = p_] {
+    impl->unpublish();
     impl->c->close();  // leaves the group (revoke callback commits again: nothing new)
     impl->stats->assigned.fetch_sub(std::min<std::uint64_t>(impl->parts.size(), impl->stats->assigned.load()),
                                     std::memory_order_relaxed);

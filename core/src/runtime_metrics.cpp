@@ -82,6 +82,23 @@ std::string runtime::prometheus_text() {
       }
     };
     grouped(jm->gauge_fns(), "gauge", [&](const job_metrics::gauge_fn& g) { prom_sample(out, g.name, g.labels, g.read()); });
+    // Gauge families (series known only now, e.g. per Kafka partition), one header per
+    // name; a family that reads no series writes no header.
+    {
+      std::vector<job_metrics::gauge_sample> samples;
+      const auto& fams = jm->gauge_family_fns();
+      for (std::size_t i = 0; i < fams.size(); ++i) {
+        bool first = true;
+        for (std::size_t j = 0; j < i; ++j) first = first && fams[j].name != fams[i].name;
+        if (!first) continue;
+        samples.clear();
+        for (std::size_t j = i; j < fams.size(); ++j)
+          if (fams[j].name == fams[i].name) fams[j].read(samples);
+        if (samples.empty()) continue;
+        prom_header(out, fams[i].name, "gauge", fams[i].help);
+        for (const auto& smp : samples) prom_sample(out, fams[i].name, smp.labels, smp.value);
+      }
+    }
     grouped(jm->summary_fns(), "summary", [&](const job_metrics::summary_fn& f) {
       detail::prom_summary(out, f.name, f.labels, f.read(), f.scale);
     });

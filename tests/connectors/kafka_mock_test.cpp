@@ -13,6 +13,10 @@
 //      only its own delivery reports
 //   7. a stop request while the sink is full ends within the sink's flush_timeout (a
 //      kafka_source and any other source)
+//   8. metrics: consumer lag per partition = produced - taken at a point where the split
+//      stopped reading; commit latency of the final commit; the sink's pending records
+//      while the broker is down and its delivery latencies once it is back; all of them
+//      on a run's Prometheus text
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -414,4 +418,151 @@ TEST_F(KafkaMock, StopWhileSinkIsFullEndsWithinFlushTimeoutForAnySource) {
   const auto took = std::chrono::steady_clock::now() - asked;
   EXPECT_LT(took, 4s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
   EXPECT_EQ(sink->stats().delivered.load(), 0u);
+}
+
+namespace {
+/// The value of gauge_fn `name` registered on `m` (-1 if none).
+double gauge(const rill::job_metrics& m, const std::string& name) {
+  for (const auto& g : m.gauge_fns())
+    if (g.name == name) return g.read();
+  return -1;
+}
+/// The value of the series `series` (name and labels as written) in `text`; -1 if absent.
+double sample_value(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+}  // namespace
+
+// Consumer lag (kafka_source.hpp "Metrics"): 1000 records in partition 0, 600 in 1. One
+// split takes 1200 (more than either partition holds, so both partitions were read from)
+// and stops: each partition's lag is what was produced to it minus what the split took
+// from it, counted from the records themselves. The gauge family on the metrics endpoint
+// reads the same. The only commit is the final synchronous one (commit_interval 1 h): one
+// commit latency, no longer than close() took as timed here; afterwards no lag is listed.
+TEST_F(KafkaMock, ConsumerLagIsProducedMinusTakenPerPartition) {
+  topic("in", 2);
+  produce("in", numbers(1600), [](std::size_t i) { return int(i < 1000 ? 0 : 1); });
+  auto so = src("glag");
+  so.commit_interval = std::chrono::hours{1};
+  rill::kafka_source<> s{so};
+  rill::job_metrics jm{1};
+  s.add_metrics(jm, "kin");
+  auto r = s.open(0);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!r.ready() && std::chrono::steady_clock::now() < deadline) {
+    r.serve();
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(r.ready());
+  std::size_t taken[2] = {0, 0}, total = 0;
+  while (total < 1200 && std::chrono::steady_clock::now() < deadline) {
+    r.poll([&](rill::record<rec>&& x) { ++taken[x.value.partition]; ++total; }, 1200 - total);
+    std::this_thread::sleep_for(100us);
+  }
+  ASSERT_EQ(total, 1200u);
+  ASSERT_GT(taken[0], 0u);
+  ASSERT_GT(taken[1], 0u);
+
+  auto lag = s.lag();
+  ASSERT_EQ(lag.size(), 2u);
+  std::sort(lag.begin(), lag.end(), [](const auto& a, const auto& b) { return a.partition < b.partition; });
+  const std::int64_t produced[2] = {1000, 600};
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(lag[p].topic, "in");
+    EXPECT_EQ(lag[p].partition, p);
+    EXPECT_EQ(lag[p].high_watermark, produced[p]);
+    EXPECT_EQ(lag[p].position, std::int64_t(taken[p]));
+    EXPECT_EQ(lag[p].lag, produced[p] - std::int64_t(taken[p]));
+  }
+  ASSERT_EQ(jm.gauge_family_fns().size(), 1u);
+  std::vector<rill::job_metrics::gauge_sample> series;
+  jm.gauge_family_fns()[0].read(series);
+  ASSERT_EQ(series.size(), 2u);
+  double sum = 0;
+  for (const auto& g : series) {
+    EXPECT_EQ(g.labels.size(), 3u);
+    EXPECT_EQ(g.labels[0], (std::pair<std::string, std::string>{"operator", "kin"}));
+    sum += g.value;
+  }
+  EXPECT_EQ(sum, 1600.0 - 1200.0);  // Flink's pendingRecords of this source
+  EXPECT_EQ(gauge(jm, "rill_kafka_consumer_assigned_partitions"), 2.0);
+
+  EXPECT_EQ(s.stats()->commit_latency.count(), 0u);
+  const auto t0 = std::chrono::steady_clock::now();
+  r.close();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(s.stats()->commit_latency.count(), 1u);
+  EXPECT_GT(s.stats()->commit_latency.max(), 0u);
+  EXPECT_LE(s.stats()->commit_latency.max(), std::uint64_t(std::chrono::nanoseconds(took).count()));
+  const std::vector<long long> ends{static_cast<long long>(taken[0]), static_cast<long long>(taken[1])};
+  EXPECT_EQ(committed("glag", "in", 2), ends);
+  EXPECT_TRUE(s.lag().empty());
+}
+
+// The sink's pending records and delivery latency (kafka_sink.hpp "Metrics"): with the
+// broker down, 100 writes stay pending (the gauge reads 100); brought back up, all 100
+// are delivered, the gauge reads 0, and the latency histogram holds 100 values, none
+// shorter than the time the broker was down after the last write and none longer than
+// from the first write to the end of the flush (both timed here).
+TEST_F(KafkaMock, SinkPendingWhileBrokerDownThenDeliveryLatencies) {
+  topic("out", 1);
+  auto o = out();
+  o.config["reconnect.backoff.ms"] = "10";
+  o.config["reconnect.backoff.max.ms"] = "50";
+  ASSERT_EQ(rd_kafka_mock_broker_set_down(mc_, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  auto sink = std::make_shared<rill::kafka_sink<std::string>>(
+      o, [](const std::string& v) { return rill::kafka_message_out{std::nullopt, v}; });
+  rill::job_metrics jm{1};
+  sink->add_metrics(jm, "kout");
+  const auto first = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) sink->write(0, rill::record<std::string>{std::to_string(i), rill::event_time{}});
+  const auto last = std::chrono::steady_clock::now();
+  EXPECT_EQ(gauge(jm, "rill_kafka_producer_pending_records"), 100.0);
+  std::this_thread::sleep_for(50ms);  // a down time to measure against, not a wait for a result
+  const auto up = std::chrono::steady_clock::now();
+  ASSERT_EQ(rd_kafka_mock_broker_set_up(mc_, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  EXPECT_EQ(sink->flush(20s), 0u);
+  const auto done = std::chrono::steady_clock::now();
+  EXPECT_EQ(gauge(jm, "rill_kafka_producer_pending_records"), 0.0);
+  EXPECT_EQ(sink->stats().delivered.load(), 100u);
+  ASSERT_EQ(jm.summary_fns().size(), 1u);
+  const rill::histogram h = jm.summary_fns()[0].read();
+  EXPECT_EQ(h.count(), 100u);
+  const auto ns = [](auto d) { return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()); };
+  // quantile(0) is at least the smallest value (the top of its bucket, histogram's rule).
+  EXPECT_GE(h.quantile(0.0), ns(up - last));
+  EXPECT_LE(h.max(), ns(done - first));
+}
+
+// The same metrics on a run's Prometheus text (stream::sink and rill::from call
+// add_metrics): source -> sink of 1000 records; afterwards nothing is pending, the
+// delivery latency summary counts every delivered record, and at least the final commit
+// was timed.
+TEST_F(KafkaMock, RunExposesKafkaMetrics) {
+  topic("in", 2);
+  topic("out", 2);
+  produce("in", numbers(1000), [](std::size_t i) { return int(i % 2); });
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(out());
+  rill::kafka_source<> s{src("gm")};
+  auto st = s.stats();
+  rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores", .pin = false}};
+  std::thread stopper([&] {
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < end && sink->stats().delivered.load() < 1000)
+      std::this_thread::sleep_for(5ms);
+    rt.request_stop();
+  });
+  rt.run(rill::from(std::move(s), "kin").sink(sink, "kout"));
+  stopper.join();
+  const std::string text = rt.prometheus_text();
+  EXPECT_EQ(sink->stats().delivered.load(), 1000u);
+  EXPECT_EQ(sample_value(text, "rill_kafka_producer_pending_records{operator=\"kout\"}"), 0.0) << text;
+  EXPECT_EQ(sample_value(text, "rill_kafka_producer_delivery_latency_seconds_count{operator=\"kout\"}"), 1000.0)
+      << text;
+  EXPECT_GE(sample_value(text, "rill_kafka_consumer_commit_latency_seconds_count{operator=\"kin\"}"), 1.0) << text;
+  EXPECT_EQ(double(st->commit_latency.count()),
+            sample_value(text, "rill_kafka_consumer_commit_latency_seconds_count{operator=\"kin\"}"));
+  EXPECT_NE(text.find("# TYPE rill_end_to_end_latency_seconds summary"), std::string::npos) << text;
 }

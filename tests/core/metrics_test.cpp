@@ -219,3 +219,76 @@ TEST(metrics_endpoint, port_in_use_is_a_config_error) {
 }
 
 }  // namespace
+
+// End-to-end latency at a sink (stream.hpp rill::end_to_end_latency): 640 records whose
+// event time is 10 s before the run started; the sink samples one in 64, so 10 values,
+// each between 10 s and 10 s plus the run's duration (timed here). The summary is on the
+// exposition, and promtool accepts it next to a rebalance ring's depth gauge.
+TEST(metrics_endpoint, end_to_end_latency_of_a_sink) {
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores"}};
+  const auto before = std::chrono::system_clock::now();
+  const rill::event_time t0 = std::chrono::time_point_cast<std::chrono::nanoseconds>(before) - 10s;
+  std::vector<rill::record<int>> v;
+  for (int i = 0; i < 640; ++i) v.push_back({i, t0});
+  auto job = rill::from(rill::vector_source<int>{v}).rebalance().sink([](int) {}, "out");
+  const auto rep = rt.run(job);
+  const auto after = std::chrono::system_clock::now();
+  const rill::histogram h = rep.metrics->merged(rill::end_to_end_latency(rt.metrics(), "out"));
+  ASSERT_EQ(h.count(), 10u);
+  const auto ns = [](auto d) { return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()); };
+  EXPECT_GE(h.quantile(0.0), ns(10s));  // at least the smallest value (its bucket's top)
+  EXPECT_LE(h.max(), ns(10s + (after - before)));
+  const std::string text = rt.prometheus_text();
+  EXPECT_EQ(sample_value(text, "rill_end_to_end_latency_seconds_count{operator=\"out\"}"), 10.0) << text;
+  EXPECT_EQ(sample_value(text, "rill_queue_depth_batches{queue=\"rebalance\",node=\"0\"}"), 0.0) << text;
+  const auto [status, out] = promtool_check(text);
+  EXPECT_EQ(status, 0) << out << "\n" << text;
+}
+
+// A gauge family (job_metrics::add_gauge_family_fn: series known only when read, as a
+// Kafka source's partitions) is exposed with one header, its series as read; promtool
+// accepts it.
+TEST(metrics_endpoint, gauge_family_series_as_read) {
+  struct two_series_source : rill::vector_source<int> {
+    using rill::vector_source<int>::vector_source;
+    void add_metrics(rill::job_metrics& m, const std::string& op) const {
+      m.add_gauge_family_fn("rill_test_lag", "per partition", [op](std::vector<rill::job_metrics::gauge_sample>& out) {
+        out.push_back({{{"operator", op}, {"partition", "0"}}, 3});
+        out.push_back({{{"operator", op}, {"partition", "1"}}, 4});
+      });
+    }
+  };
+  static_assert(rill::metrics_provider<two_series_source>);
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores"}};
+  rt.run(rill::from(two_series_source{std::vector<rill::record<int>>{{1, rill::event_time{1s}}}}, "src")
+             .sink([](int) {}));
+  const std::string text = rt.prometheus_text();
+  EXPECT_EQ(sample_value(text, "rill_test_lag{operator=\"src\",partition=\"0\"}"), 3.0) << text;
+  EXPECT_EQ(sample_value(text, "rill_test_lag{operator=\"src\",partition=\"1\"}"), 4.0) << text;
+  EXPECT_EQ(text.find("# TYPE rill_test_lag gauge"), text.rfind("# TYPE rill_test_lag gauge"));
+  const auto [status, out] = promtool_check(text);
+  EXPECT_EQ(status, 0) << out << "\n" << text;
+}
+
+// Scrapes while workers write (run under TSan: tests/core/CMakeLists.txt label
+// concurrency): two splits of 6,400 records each go straight to the sink on their own
+// worker; the instance on worker 0 takes the exposition every 500 records, reading
+// worker 1's cells as it writes them. Each instance samples 6,400 / 64 = 100 records.
+TEST(metrics_endpoint, scrape_while_workers_write) {
+  rill::runtime rt{{.workers = 2, .topology = "1 nodes x 2 cores"}};
+  const rill::event_time t0 =
+      std::chrono::time_point_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()) - 1s;
+  std::vector<std::vector<rill::record<int>>> splits(2);
+  for (int i = 0; i < 12800; ++i) splits[i % 2].push_back({i, t0});
+  std::atomic<int> scrapes{0};
+  int seen0 = 0;
+  auto job = rill::from(rill::vector_source<int>{splits}).sink([&](int) {
+    if (rill::this_worker()->id() == 0 && ++seen0 % 500 == 0) {
+      EXPECT_NE(rt.prometheus_text().find("rill_end_to_end_latency_seconds_count"), std::string::npos);
+      scrapes.fetch_add(1);
+    }
+  }, "out");
+  const auto rep = rt.run(job);
+  EXPECT_EQ(scrapes.load(), 12);
+  EXPECT_EQ(rep.metrics->merged(rill::end_to_end_latency(rt.metrics(), "out")).count(), 200u);
+}

@@ -4,6 +4,8 @@
 // from Kafka's Java murmur2 written out in kafka_env.hpp, never from rill's own output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -57,6 +59,9 @@ rill::kafka_source_options src_opts(const std::string& group, const std::string&
 // Round trip: 100,000 records through a 4-partition topic, map, sink to a second
 // 4-partition topic. Every key present exactly once on a clean run, output partition =
 // Java murmur2(key) % 4, per-partition order kept, and the committed offsets are the ends.
+// Once everything is committed, the consumer lag (kafka_source::lag(), the metric
+// rill_kafka_consumer_records_lag) lists the 4 partitions with high watermark = records
+// produced to each (counted here with Java's murmur2) and lag 0.
 TEST(KafkaBroker, RoundTrip100kFourPartitions) {
   RILL_NEED_BROKER();
   const auto in = kt::unique("rt-in"), out = kt::unique("rt-out"), group = kt::unique("rt-g");
@@ -73,6 +78,7 @@ TEST(KafkaBroker, RoundTrip100kFourPartitions) {
   auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = kt::brokers(), .topic = out});
   rill::kafka_source<> source{src_opts(group, in)};
   const auto source_stats = source.stats();
+  const rill::kafka_source<> watch = source;  // a copy shares the splits' state: lag()
   auto job = rill::from(std::move(source))
                  .map([](rec&& r) { r.value = "v" + r.value; return std::move(r); })
                  .sink(sink);
@@ -87,6 +93,16 @@ TEST(KafkaBroker, RoundTrip100kFourPartitions) {
         [&] { return sink->stats().delivered.load() >= n && kt::committed(group, in, 4) == per; }, 120s))
         << "delivered " << sink->stats().delivered.load();
     rebalances_at_end = source_stats->rebalances.load();
+    // The split's position reaches the end once its fetch of the last records is taken:
+    // committed == ends implies it.
+    auto lag = watch.lag();
+    std::sort(lag.begin(), lag.end(), [](const auto& a, const auto& b) { return a.partition < b.partition; });
+    ASSERT_EQ(lag.size(), 4u);
+    for (int p = 0; p < 4; ++p) {
+      EXPECT_EQ(lag[p].partition, p);
+      EXPECT_EQ(lag[p].high_watermark, per[p]);
+      EXPECT_EQ(lag[p].lag, 0);
+    }
     run.stop();
     EXPECT_TRUE(run.rep.errors.empty());
   }

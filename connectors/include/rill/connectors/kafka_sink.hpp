@@ -5,7 +5,7 @@
 //   rill::kafka_sink_options   brokers, topic, linger, flush timeout, extra config
 //   rill::kafka_message_out    what a serialiser returns: optional key, value
 //   rill::kafka_failed_delivery  what the error side output receives
-//   rill::kafka_sink_stats     counters (atomics, any thread)
+//   rill::kafka_sink_stats     counters and the delivery latency (any thread)
 //   rill::kafka_sink<T>        a shared rill::sink_of<T>: `stream.sink(ptr)`
 //
 // Example (compiled by tests/banner_examples.py; squares to the topic "squares", keyed
@@ -61,11 +61,20 @@
 //     goes to on_error, counts in stats().failed, and is in errors(): never silent.
 //   - Records that carry a source position but no ack token count in stats().untracked
 //     (an operator that dropped the token: a bug to report; always 0 with rill's own).
+//   - Metrics (rill::metrics_provider; docs/design.md "Metrics"): on the metrics endpoint
+//     rill_kafka_producer_pending_records{operator} (undelivered(), the gauge the
+//     backpressure rule above compares with max_pending) and
+//     rill_kafka_producer_delivery_latency_seconds{operator} (a summary from librdkafka's
+//     produce call to the delivery report being served, successful deliveries only; time
+//     in our hand-off buffer before librdkafka took a record is not included). The
+//     latency is librdkafka's own per-message stamp (rd_kafka_message_latency, µs): the
+//     sink reads no clock per record.
 //
 // Thread safety: write/flush/progress/end from any worker (one mutex around the
 // hand-off); delivery reports run inside write() and flush(worker) on a worker, or on the
 // sink's poll thread: on_error is called on any of these threads, one call at a time
-// (under the sink's mutex).
+// (under the sink's mutex). stats(), undelivered() and the metrics functions
+// (add_metrics) from any thread: atomic reads and histogram reads, no lock.
 // Blocking: write() never blocks; end() blocks its worker up to flush_timeout (shutdown).
 #pragma once
 
@@ -82,7 +91,9 @@
 #include <vector>
 
 #include "rill/connectors/kafka_source.hpp"
+#include "rill/core/metrics.hpp"
 #include "rill/core/record.hpp"
+#include "rill/core/stage.hpp"
 
 namespace rill {
 
@@ -124,8 +135,8 @@ struct kafka_failed_delivery {
 };
 
 /// Counters. The writers' (accepted, untracked: per write()) and the delivery reports'
-/// (delivered, failed) sit on separate cache lines, so a worker and the poll thread do not
-/// take one line from each other on every record.
+/// (delivered, failed, completed) sit on separate cache lines, so a worker and the poll
+/// thread do not take one line from each other on every record. Any thread reads them.
 struct kafka_sink_stats {
   alignas(64) std::atomic<std::uint64_t> accepted{0};    ///< write() calls
   std::atomic<std::uint64_t> untracked{0};   ///< position set but no ack token
@@ -133,6 +144,18 @@ struct kafka_sink_stats {
   alignas(64) std::atomic<std::uint64_t> delivered{0};   ///< successful delivery reports
   std::atomic<std::uint64_t> failed{0};      ///< failed delivery reports (error output)
   std::atomic<std::uint64_t> transient_errors{0};  ///< librdkafka error events
+  /// Records done with: delivered, failed, or refused for good at hand-off.
+  std::atomic<std::uint64_t> completed{0};
+  /// Successful deliveries, ns from librdkafka's produce call to the delivery report
+  /// being served (librdkafka measures it in µs: values are multiples of 1,000).
+  alignas(64) histogram delivery_latency;
+
+  /// Records accepted and not yet completed (kafka_sink::undelivered()). completed is
+  /// read first: every completion follows its acceptance, so this never underflows.
+  std::uint64_t pending() const noexcept {
+    const auto done = completed.load(std::memory_order_acquire);
+    return accepted.load(std::memory_order_acquire) - done;
+  }
 };
 
 namespace kafka_detail {
@@ -152,6 +175,8 @@ class producer_core {
   std::uint64_t pending() const noexcept;
   void on_error(std::function<void(const kafka_failed_delivery&)> f);
   kafka_sink_stats& stats() noexcept;
+  /// The same object, shared: it outlives the producer while someone holds it.
+  std::shared_ptr<const kafka_sink_stats> shared_stats() const;
   std::vector<std::string> errors() const;
   void add_error(std::string e);
 
@@ -228,6 +253,22 @@ class kafka_sink {
   /// Waits up to `timeout` for pending() == 0; returns what is left. Blocks.
   std::uint64_t flush(std::chrono::milliseconds timeout) { return core_->flush(timeout); }
   const kafka_sink_stats& stats() const noexcept { return core_->stats(); }
+
+  /// rill::metrics_provider: called by stream::sink() while a run is built, on the thread
+  /// calling runtime::run (see "Metrics" in the file banner for the names and units).
+  /// The registered functions hold the stats (not the producer, so a sink destroyed
+  /// while a scrape runs is fine) and read their atomics on the endpoint's thread.
+  /// Allocates; throws only std::bad_alloc.
+  void add_metrics(job_metrics& m, const std::string& op) const {
+    const metric_labels l{{"operator", op}};
+    auto st = core_->shared_stats();
+    m.add_gauge_fn("rill_kafka_producer_pending_records",
+                   "Kafka sink: records accepted and not yet confirmed by a delivery report", l,
+                   [st] { return double(st->pending()); });
+    m.add_summary_fn("rill_kafka_producer_delivery_latency_seconds",
+                     "Kafka sink: produce call to delivery report, successful deliveries, seconds", l,
+                     [st] { return histogram(st->delivery_latency); }, 1e-9);
+  }
   /// Failed deliveries and flush timeouts, as text, in order.
   std::vector<std::string> errors() const { return core_->errors(); }
 

@@ -6,7 +6,8 @@
 //   rill::kafka_record<K, V>     one message: key, value, topic, partition, offset, timestamp
 //   rill::kafka_topic            a record's topic name: interned, copied as a pointer
 //   rill::kafka_bad_message      what the error side output receives for an undecodable one
-//   rill::kafka_source_stats     counters (atomics, read from any thread)
+//   rill::kafka_source_stats     counters and the commit latency (read from any thread)
+//   rill::kafka_partition_lag    consumer lag of one partition (kafka_source::lag())
 //   rill::kafka_source<K, V>     a rill::source_of<kafka_record<K, V>>, one split per worker;
 //                                its stream is rill::from(src) (core's source_driver)
 //
@@ -62,8 +63,20 @@
 //     illegal name or (require_topics) does not exist. Later broker errors are retried by
 //     librdkafka and counted in stats().transient_errors; fatal ones end the split with
 //     poll_status::error (message in report.errors).
+//   - Metrics (rill::metrics_provider; docs/design.md "Metrics"): on the metrics endpoint
+//     rill_kafka_consumer_records_lag{operator,topic,partition} (Kafka's consumer
+//     records-lag: the partition's high watermark as of the last fetch response minus the
+//     split's position; summed over partitions it is Flink KafkaSource's pendingRecords),
+//     rill_kafka_consumer_commit_latency_seconds{operator} (a summary of offset-commit
+//     round trips, Kafka's commit-latency-avg/max) and
+//     rill_kafka_consumer_assigned_partitions{operator}. The lag is read when scraped, from
+//     librdkafka's own bookkeeping (rd_kafka_position, rd_kafka_get_watermark_offsets:
+//     local reads under a partition lock, no broker request): nothing is added to the
+//     data path, and the statistics JSON (statistics.interval.ms: the whole client's
+//     state serialised every interval and parsed on the worker) is not needed.
 //
-// Thread safety: a reader (split) lives on one worker. stats() from any thread.
+// Thread safety: a reader (split) lives on one worker. stats() and lag() from any thread
+// (lag() takes each split's view mutex, never held across a blocking call).
 #pragma once
 
 #include <algorithm>
@@ -81,8 +94,10 @@
 #include <utility>
 #include <vector>
 
+#include "rill/core/metrics.hpp"
 #include "rill/core/record.hpp"
 #include "rill/core/source.hpp"
+#include "rill/core/stage.hpp"
 #include "rill/operators/stream.hpp"
 
 namespace rill {
@@ -171,6 +186,20 @@ struct kafka_bad_message {
   std::string key, value;
 };
 
+/// Consumer lag of one assigned partition, as Kafka's consumer metric records-lag: the
+/// high watermark of the partition's last fetch response minus the position (the offset
+/// after the last message the split took from librdkafka; a paused split's few
+/// keep-alive messages count as taken). Not listed until both are known (the first fetch
+/// response, the first message taken); a partition no fetch has reached since the
+/// producer wrote more shows the lag as of that fetch, as Kafka's does.
+struct kafka_partition_lag {
+  std::string topic;
+  std::int32_t partition = -1;
+  std::int64_t position = -1;        ///< next offset the split reads
+  std::int64_t high_watermark = -1;  ///< offset after the last fully replicated message
+  std::int64_t lag = 0;              ///< high_watermark - position, records (>= 0)
+};
+
 /// Counters of one source (all splits). Relaxed atomics: read from any thread.
 struct kafka_source_stats {
   std::atomic<std::uint64_t> consumed{0};   ///< messages emitted into the pipeline
@@ -182,6 +211,10 @@ struct kafka_source_stats {
   std::atomic<std::uint64_t> rebalances{0}; ///< assign + revoke callbacks
   std::atomic<std::uint64_t> pauses{0};     ///< backpressure pauses
   std::atomic<std::uint64_t> held{0};       ///< acks that came back failed (not committed past)
+  /// Offset-commit round trips, ns: a synchronous commit from the call to its return, an
+  /// asynchronous one from the request to its offset_commit_cb (served on the worker).
+  /// Failed commits are included (Kafka's commit-latency counts every commit request).
+  histogram commit_latency;
 };
 
 namespace kafka_detail {
@@ -200,6 +233,8 @@ struct topic_table;
 /// the group leave: no split closes its consumer (leaving the group, which revokes the
 /// others' partitions) before every split of the source made its final commit.
 std::shared_ptr<topic_table> make_topic_table();
+/// Lag of every partition the splits of `t` hold (kafka_source::lag()). Any thread.
+std::vector<kafka_partition_lag> lag_of(topic_table& t);
 
 /// One consumer of the group (implemented in kafka_source.cpp, no librdkafka types here).
 /// Every method on the split's worker.
@@ -299,6 +334,35 @@ class kafka_source {
   const kafka_source_options& options() const noexcept { return o_; }
   std::shared_ptr<kafka_source_stats> stats() const { return stats_; }
   std::string name() const { return "kafka_source"; }
+
+  /// Consumer lag of every partition the splits of this source hold now, in no
+  /// particular order (kafka_partition_lag says what is listed). Any thread, while the
+  /// source runs or after; empty once the splits closed. Blocks on each split's small
+  /// mutex (held by a rebalance callback for a few map operations) and on librdkafka's
+  /// partition locks; makes no broker request. Allocates.
+  std::vector<kafka_partition_lag> lag() const { return kafka_detail::lag_of(*topics_); }
+
+  /// rill::metrics_provider: called by rill::from() while a run is built, on the thread
+  /// calling runtime::run (see "Metrics" in the file banner for the names and units).
+  /// The registered functions keep this source's shared state (not its splits'
+  /// consumers) alive and run on the endpoint's thread: the lag takes each split's view
+  /// mutex, the others read atomics. Allocates; throws only std::bad_alloc.
+  void add_metrics(job_metrics& m, const std::string& op) const {
+    const metric_labels l{{"operator", op}};
+    m.add_gauge_family_fn("rill_kafka_consumer_records_lag",
+                          "Kafka consumer records-lag: high watermark minus position, records, per partition",
+                          [t = topics_, op](std::vector<job_metrics::gauge_sample>& out) {
+                            for (auto& p : kafka_detail::lag_of(*t))
+                              out.push_back({{{"operator", op}, {"topic", p.topic},
+                                              {"partition", std::to_string(p.partition)}},
+                                             double(p.lag)});
+                          });
+    m.add_summary_fn("rill_kafka_consumer_commit_latency_seconds",
+                     "Kafka consumer offset-commit round trip (commit-latency-avg/max), seconds", l,
+                     [st = stats_] { return histogram(st->commit_latency); }, 1e-9);
+    m.add_gauge_fn("rill_kafka_consumer_assigned_partitions", "Partitions assigned to this process's consumers", l,
+                   [st = stats_] { return double(st->assigned.load(std::memory_order_relaxed)); });
+  }
 
   class reader {
    public:

@@ -6,7 +6,9 @@
 //                           progress and end-of-input, all on the instance's worker
 //   rill::stage_counters    per stage and worker: records in/out, late, errors, watermark
 //   rill::stage_kind        source or operator (how the metrics endpoint names its counts)
-//   rill::job_metrics       every stage's counters of one run
+//   rill::job_metrics       every stage's counters of one run, and the gauges and
+//                           summaries connectors read when the metrics are exposed
+//   rill::metrics_provider<S>  a source or shared sink that registers metrics of its own
 //   rill::build_context     what a stage factory sees while the runtime instantiates a job
 //
 // Example (namespace scope, compiled by tests/banner_examples.py; an operator that
@@ -169,6 +171,22 @@ class job_metrics {
     summary_fns_.push_back({std::move(name), std::move(help), std::move(labels), std::move(read), scale});
   }
   const std::vector<summary_fn>& summary_fns() const noexcept { return summary_fns_; }
+  /// A gauge whose series are known only when it is read (one per Kafka partition held
+  /// now): `read` appends (labels, value) pairs. Same thread rules as gauge_fn, except
+  /// that `read` may take a mutex the data path does not take. Every series of one name
+  /// must have distinct labels, and a family's name is not a gauge_fn's. Build time only.
+  struct gauge_sample {
+    metric_labels labels;
+    double value = 0;
+  };
+  struct gauge_family_fn {
+    std::string name, help;
+    std::function<void(std::vector<gauge_sample>&)> read;
+  };
+  void add_gauge_family_fn(std::string name, std::string help, std::function<void(std::vector<gauge_sample>&)> read) {
+    gauge_family_fns_.push_back({std::move(name), std::move(help), std::move(read)});
+  }
+  const std::vector<gauge_family_fn>& gauge_family_fns() const noexcept { return gauge_family_fns_; }
   /// Every stage's counters summed over workers, in registration order. Any thread
   /// (relaxed reads: exact once the run has ended).
   std::vector<stage_totals> totals() const {
@@ -195,8 +213,20 @@ class job_metrics {
   std::vector<stage_kind> kinds_;
   std::vector<gauge_fn> gauge_fns_;
   std::vector<summary_fn> summary_fns_;
+  std::vector<gauge_family_fn> gauge_family_fns_;
   std::vector<std::unique_ptr<stage_counters[]>> rows_;
 };
+
+/// A source (rill::from) or a shared sink (stream::sink(std::shared_ptr<S>)) with metrics
+/// of its own: the DSL calls `s.add_metrics(m, op)` once per run while the job is built,
+/// with `op` the stage's `operator` label; `s` registers gauge and summary functions on
+/// `m` (build time, the thread calling runtime::run). Those functions run on the metrics
+/// endpoint's thread while workers run, so they read only state that is safe to read
+/// there (atomics, histograms, or state under a mutex of the connector's own), and they
+/// keep that state alive themselves (the job_metrics may outlive the source or sink).
+/// Example: kafka_source (consumer lag per partition), kafka_sink (pending records).
+template <class S>
+concept metrics_provider = requires(S& s, job_metrics& m, const std::string& op) { s.add_metrics(m, op); };
 
 class runtime;
 class worker;

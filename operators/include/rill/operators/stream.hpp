@@ -4,6 +4,7 @@
 //   rill::stream<T>   a stream of records with payload T; each operator returns a new stream
 //   rill::from(src)   the stream of a source (rill::source_of)
 //   rill::sink_of<S, T>  a shared sink object (write/progress/end per worker)
+//   rill::end_to_end_latency(registry, sink)  the handle of a sink's latency histogram
 //
 // Example (compiled by tests/banner_examples.py; graph: vector_source -> map -> filter ->
 // key_by -> window_sort -> sink):
@@ -76,6 +77,20 @@ class stream;
 template <class K, class T, class KeyFn, class Hash>
 class keyed_stream;
 
+/// The end-to-end latency histogram of the sink whose `operator` label is `op` (the
+/// sink's name, "#k" added for the k-th of one name: job_metrics::label), in registry
+/// `m` (runtime::metrics(), run_report::metrics): ns from a record's event time to the
+/// wall clock when the sink took it, one record in 64 per sink instance, exposed as the
+/// summary rill_end_to_end_latency_seconds{operator}. Meaningful for event times near
+/// the wall clock (a live source); a replayed capture shows its age. Registers the
+/// histogram if no run did yet (add_histogram: same name and labels, same handle). Any
+/// thread (the registry's mutex); read with m.merged(id).
+inline histogram_id end_to_end_latency(metrics_registry& m, const std::string& op) {
+  return m.add_histogram("rill_end_to_end_latency_seconds",
+                         "Wall clock at a sink minus the record's event time, one record in 64, seconds", 1e-9,
+                         {{"operator", op}});
+}
+
 namespace detail {
 
 template <class T, class F>
@@ -126,6 +141,26 @@ struct named_op {
 inline named_op named_op_of(const build_context& ctx, const std::string* name) noexcept {
   return named_op{operator_slot(ctx.w), name};
 }
+
+/// End-to-end latency at a sink (docs/design.md "Metrics"): one record in
+/// `end_to_end_every` per sink instance is sampled, and the wall clock minus its event
+/// time (ns) goes into the instance's histogram cell; records without an event time
+/// (<= the epoch) are skipped, one from the future counts 0. Sampled because a clock read
+/// per record costs more than the rest of a sink's bookkeeping.
+inline constexpr unsigned end_to_end_every = 64;
+struct end_to_end_sampler {
+  histogram_cell* h = nullptr;  ///< null: not measured
+  unsigned left = end_to_end_every;
+  void on_record(event_time t) noexcept {
+    if (--left != 0) return;
+    left = end_to_end_every;
+    const auto ns = t.time_since_epoch().count();
+    if (!h || ns <= 0) return;
+    const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+    h->record(now > ns ? std::uint64_t(now - ns) : 0);
+  }
+};
 
 /// Shared pass-through of the control path.
 template <class In, class Out>
@@ -291,8 +326,10 @@ struct sink_stage final : stage_in<T> {
   sink_stage(F fn, std::size_t inputs, std::function<void()> d, stage_counters* cs)
       : f(std::move(fn)), inputs_left(inputs), done(std::move(d)), c(cs) {}
   named_op op;
+  end_to_end_sampler e2e;
   void on_record(std::size_t, record<T>&& r) override {
     c->add(c->in);
+    e2e.on_record(r.time);
     operator_scope running{op.slot, op.name};
     if constexpr (std::is_invocable_v<F&, record<T>&&>) f(std::move(r));
     else if constexpr (std::is_invocable_v<F&, T&&>) f(std::move(r.value));
@@ -317,8 +354,10 @@ struct shared_sink_stage final : stage_in<T> {
       : s(std::move(sp)), worker(w), inputs_left(inputs), frontier(inputs, event_time_min),
         done(std::move(d)), c(cs) {}
   named_op op;
+  end_to_end_sampler e2e;
   void on_record(std::size_t, record<T>&& r) override {
     c->add(c->in);
+    e2e.on_record(r.time);
     operator_scope running{op.slot, op.name};
     s->write(worker, std::move(r));
   }
@@ -483,12 +522,17 @@ class stream {
   /// (see <rill/core/rebalance.hpp>): a record produced on node A is processed by some
   /// worker of node A, or of another node when A's ring is full or another node is idle.
   /// Batches of 256 records; 64 batches per node ring; cross-node moves of 4 batches.
+  /// Each ring's depth is the gauge rill_queue_depth_batches{queue="rebalance",node}.
   stream<T> rebalance() && {
     return stream<T>([prev = std::move(attach_)](job_builder& b, stage_factory<T> down) {
       const std::size_t n = b.workers();
       std::size_t nodes = 1;
       for (std::size_t w = 0; w < n; ++w) nodes = std::max(nodes, b.rt().node_of(w) + 1);
       auto ex = std::make_shared<detail::rebalance_exchange<T>>(n, nodes, 64, 256, 4);
+      for (std::size_t node = 0; node < nodes; ++node)
+        b.metrics().add_gauge_fn("rill_queue_depth_batches", "Batches waiting in an exchange inbox (256 records each)",
+                                 {{"queue", "rebalance"}, {"node", std::to_string(node)}},
+                                 [ex, node] { return double(ex->ring().ring(node).was_size()); });
       b.add_finalizer([&b, ex, down, n] {
         for (std::size_t w = 0; w < n; ++w) {
           auto ctx = b.context(w, ex->total_inputs());
@@ -542,14 +586,24 @@ class stream {
   }
 
   /// Ends the stream. `s` is a callable (copied per worker) or a shared rill::sink_of<T>
-  /// passed as std::shared_ptr<S>.
+  /// passed as std::shared_ptr<S>. Every sink samples its end-to-end latency
+  /// (rill::end_to_end_latency, one record in 64: a wall-clock read); a shared sink that
+  /// is a rill::metrics_provider (kafka_sink) registers its own metrics for the run.
   template <class S>
   job sink(S s, std::string name = "sink") && {
     return job([prev = std::move(attach_), s, name](job_builder& b) {
       const auto idx = b.metrics().add_stage(name);
-      prev(b, [s, idx, &b](build_context& ctx) -> stage_in<T>* {
+      // End-to-end latency, one cell per worker in the runtime's registry (typed access:
+      // add_histogram with the same name and labels returns this handle).
+      const auto e2e = end_to_end_latency(b.rt().metrics(), b.metrics().label(idx));
+      if constexpr (detail::shared_sink_traits<S>::value) {
+        if constexpr (metrics_provider<typename detail::shared_sink_traits<S>::element>)
+          s->add_metrics(b.metrics(), b.metrics().label(idx));
+      }
+      prev(b, [s, idx, e2e, &b](build_context& ctx) -> stage_in<T>* {
         b.expect_sink();
         auto* c = &ctx.metrics->at(idx, ctx.worker_id);
+        auto* lat = &b.rt().metrics().cell(e2e, ctx.worker_id);
         stage_in<T>* st;
         if constexpr (detail::shared_sink_traits<S>::value) {
           using E = typename detail::shared_sink_traits<S>::element;
@@ -558,6 +612,7 @@ class stream {
           auto* ss = ctx.make<detail::shared_sink_stage<T, E>>(
               s, ctx.worker_id, ctx.inputs, ctx.sink_done, c);
           ss->op = detail::named_op_of(ctx, &b.metrics().name(idx));
+          ss->e2e.h = lat;
           st = ss;
         } else {
           static_assert(std::is_invocable_v<S&, record<T>&&> || std::is_invocable_v<S&, T&&> ||
@@ -566,6 +621,7 @@ class stream {
                         "void f(record<T>&&), or std::shared_ptr<S> with S a rill::sink_of<T>");
           auto* ss = ctx.make<detail::sink_stage<T, S>>(s, ctx.inputs, ctx.sink_done, c);
           ss->op = detail::named_op_of(ctx, &b.metrics().name(idx));
+          ss->e2e.h = lat;
           st = ss;
         }
         if (ctx.inputs == 0) b.on_start(ctx.worker_id, ctx.sink_done);
@@ -582,13 +638,15 @@ class stream {
 
 /// The stream of a source (rill::source_of; any source: pcap, Kafka, vector, user's).
 /// Split i of the source runs on worker i mod workers, each driven by
-/// rill::source_driver; `name` is the source stage's name in the run report.
+/// rill::source_driver; `name` is the source stage's name in the run report. A source
+/// that is a rill::metrics_provider (kafka_source) registers its own metrics for the run.
 template <source_of S>
 stream<typename S::value_type> from(S src, std::string name = "source") {
   using T = typename S::value_type;
   auto shared = std::make_shared<S>(std::move(src));
   return stream<T>([shared, name](job_builder& b, stage_factory<T> down) {
     const auto idx = b.metrics().add_stage(name, stage_kind::source);
+    if constexpr (metrics_provider<S>) shared->add_metrics(b.metrics(), b.metrics().label(idx));
     const std::size_t n = b.workers();
     const std::size_t splits = split_count_of(*shared, n);
     for (std::size_t w = 0; w < n && w < splits; ++w) {
