@@ -145,7 +145,9 @@ struct enrich_options {
   std::size_t batch_size = 100;             ///< keys per request, >= 1
   std::chrono::milliseconds linger{5};      ///< a partial batch goes out this long after its first key
   std::size_t max_in_flight = 4;            ///< outstanding requests per worker instance, >= 1
-  std::chrono::milliseconds timeout{1000};  ///< per attempt, connect to last byte, > 0
+  /// Per attempt, > 0: from handing the request to the transport to the last byte of the
+  /// answer (a wait for a connection or for the worker's loop included: expired_unsent).
+  std::chrono::milliseconds timeout{1000};
   std::size_t retries = 2;                  ///< attempts after the first
   std::chrono::milliseconds backoff{10};    ///< first retry's backoff before jitter
   std::chrono::milliseconds max_backoff{1000};
