@@ -24,7 +24,8 @@
 # RILL_BUILD (default build), RILL_SOAK_DIR (default $RILL_BUILD/soak; the broker's state
 # in $RILL_SOAK_DIR.kafka unless RILL_KAFKA_DIR is set),
 # RILL_SOAK_CAPTURE (default ../shared/data/pcap/bro.org.pcap: 751 packets, 17.5 s),
-# RILL_SOAK_SHIFT (seconds between loops, default 20), RILL_SOAK_SEED (default 42).
+# RILL_SOAK_SHIFT (seconds between loops, default 20), RILL_SOAK_SEED (default 42),
+# RILL_SOAK_MAX_DELAY (netflow's --max-delay in both modes, default 2s as netflow's).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dur_text=${1:-20m}
@@ -42,6 +43,7 @@ out=${RILL_SOAK_DIR:-$build/soak}
 export RILL_KAFKA_DIR=${RILL_KAFKA_DIR:-$out.kafka}
 capture=${RILL_SOAK_CAPTURE:-$root/../shared/data/pcap/bro.org.pcap}
 shift_s=${RILL_SOAK_SHIFT:-20}
+max_delay=${RILL_SOAK_MAX_DELAY:-2s}
 RANDOM=${RILL_SOAK_SEED:-42}
 brokers=127.0.0.1:$RILL_KAFKA_PORT
 libs=${RILL_KAFKA_CACHE:-$HOME/.cache/rill-kafka}/${RILL_KAFKA_VERSION:-4.1.1}/libs
@@ -75,7 +77,7 @@ tool create "$brokers" flows 4
 log "broker up on $brokers; topics packets, flows (4 partitions each)"
 
 start_analysis() {  # NAME: starts it in the background ($! is its pid)
-  "$nf" --brokers "$brokers" --from packets --to flows --group soak -w 1 >/dev/null 2>>"$out/$1.log" &
+  "$nf" --brokers "$brokers" --from packets --to flows --group soak -w 1 --max-delay "$max_delay" >/dev/null 2>>"$out/$1.log" &
 }
 start_analysis A; A=$!
 start_analysis B; B=$!
@@ -129,8 +131,9 @@ while [ "$(now)" -lt "$dur" ]; do
 done
 elapsed=$(now)
 a_end=$(rss_kb "$A")
-log "input done after $elapsed s: $loops loops; waiting 30 s for the analysis to catch up"
-sleep 30
+# 60 s: a SIGKILLed member's partitions move on only after its session timeout (45 s).
+log "input done after $elapsed s: $loops loops; waiting 60 s for the analysis to catch up"
+sleep 60
 kill -TERM "$A" "$B"
 wait "$A" && a_status=0 || a_status=$?
 wait "$B" && b_status=0 || b_status=$?
@@ -139,7 +142,7 @@ log "analysis A exit $a_status, B exit $b_status"
 tool dump "$brokers" flows >"$out/kafka_rows.jsonl"
 inputs=()  # file mode reads the loops the probe published in full
 while read -r k; do inputs+=(-i "$out/loops/loop$k.pcap"); done <"$out/published"
-"$nf" "${inputs[@]}" -w 1 -o "$out/file_rows.jsonl" 2>"$out/file_summary.json"
+"$nf" "${inputs[@]}" -w 1 --max-delay "$max_delay" -o "$out/file_rows.jsonl" 2>"$out/file_summary.json"
 "$root/scripts/kafka" stop >>"$out/broker.log" 2>&1 || true
 
 python3 "$root/bench/soak/compare.py" "$out" "$dur_text" "$elapsed" "$loops" "$broker_restarts" "$kills" \
