@@ -58,10 +58,13 @@ class beast_transport final : public http_transport {
   }
   ~beast_transport() override { *alive_ = false; }
 
-  void post(std::string body, std::chrono::milliseconds timeout, completion done) override {
+  void post(http_request req, completion done) override {
     auto job = std::make_shared<request_job>();
-    job->body = std::move(body);
-    job->deadline = std::chrono::steady_clock::now() + timeout;
+    job->body = std::move(req.body);
+    job->key = std::move(req.idempotency_key);
+    job->posted = std::chrono::steady_clock::now();
+    job->timeout = req.timeout;
+    job->deadline = job->posted + req.timeout;
     job->done = std::move(done);
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
@@ -91,10 +94,7 @@ class beast_transport final : public http_transport {
           waiting_.erase(it);
           break;
         }
-      http_result r;
-      r.ec = make_error_code(http_errc::timeout);
-      r.detail = "waited for a free connection until the timeout";
-      finish(*job, std::move(r));
+      finish(*job, unsent(*job, "for a free connection"));
     });
   }
 
@@ -113,17 +113,30 @@ class beast_transport final : public http_transport {
   };
   using conn_ptr = std::shared_ptr<connection>;
   struct request_job {
-    std::string body;
-    std::chrono::steady_clock::time_point deadline;
+    std::string body, key;
+    std::chrono::steady_clock::time_point posted, deadline;
+    std::chrono::milliseconds timeout{};
     completion done;
     std::unique_ptr<asio::steady_timer> wait_timer;
     bool finished = false;
+    bool sent = false;  ///< the write began: the service may have seen bytes of it
   };
   using job_ptr = std::shared_ptr<request_job>;
+
+  /// expired_unsent: the deadline passed while `j` waited (`where`) before its write.
+  static http_result unsent(const request_job& j, const char* where) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - j.posted);
+    http_result r;
+    r.ec = make_error_code(http_errc::expired_unsent);
+    r.detail = "waited " + std::to_string(waited.count()) + " ms unsent " + where + " (timeout " +
+               std::to_string(j.timeout.count()) + " ms)";
+    return r;
+  }
 
   void finish(request_job& j, http_result&& r) {
     if (j.finished) return;
     j.finished = true;
+    r.sent = j.sent;
     auto d = std::move(j.done);
     d(std::move(r));
   }
@@ -131,11 +144,9 @@ class beast_transport final : public http_transport {
   void start(conn_ptr c, job_ptr job) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= job->deadline) {
-      http_result r;
-      r.ec = make_error_code(http_errc::timeout);
-      r.detail = "deadline passed before the request was sent";
-      release(std::move(c), true);
-      return finish(*job, std::move(r));
+      const bool fresh = !c->connected;  // a kept-alive connection stays usable
+      release(std::move(c), fresh);
+      return finish(*job, unsent(*job, "for its worker's loop"));
     }
     c->stream.expires_after(job->deadline - now);
     c->req = {};
@@ -144,6 +155,7 @@ class beast_transport final : public http_transport {
     c->req.version(11);
     c->req.set(http::field::host, host_header_);
     c->req.set(http::field::content_type, "application/json");
+    if (!job->key.empty()) c->req.set("Idempotency-Key", job->key);
     c->req.keep_alive(true);
     c->req.body() = std::move(job->body);
     c->req.prepare_payload();
@@ -159,6 +171,7 @@ class beast_transport final : public http_transport {
   }
 
   void write(conn_ptr c, job_ptr job) {
+    job->sent = true;  // the first bytes may leave inside this call
     http::async_write(c->stream, c->req,
                       [this, alive = alive_, c, job](const boost::system::error_code& ec,
                                                      std::size_t) mutable {

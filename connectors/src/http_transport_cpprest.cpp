@@ -43,6 +43,8 @@ http_result failure_from(const std::error_code& ec, const std::string& what) {
   http_result r;
   r.ec = make_error_code(e);
   r.detail = what + " [" + ec.category().name() + ":" + std::to_string(ec.value()) + "]";
+  // cpprestsdk does not say how far a request got: only a refused connect surely sent nothing.
+  r.sent = e != http_errc::connection_refused;
   return r;
 }
 
@@ -58,7 +60,8 @@ class cpprest_transport final : public http_transport {
     state_->cv.wait_for(lk, std::chrono::seconds{5}, [&] { return state_->running == 0; });
   }
 
-  void post(std::string body, std::chrono::milliseconds timeout, completion done) override {
+  void post(http_request request, completion done) override {
+    const auto timeout = request.timeout;
     // One client per timeout value (cpprestsdk fixes the timeout per client).
     if (!client_ || timeout != client_timeout_) {
       http_client_config cfg;
@@ -89,7 +92,9 @@ class cpprest_transport final : public http_transport {
     auto d = std::make_shared<decltype(deliver)>(std::move(deliver));
     web::http::http_request req(web::http::methods::POST);
     req.set_request_uri(utility::conversions::to_string_t(opts_.endpoint.target));
-    req.set_body(std::move(body), "application/json");
+    req.set_body(std::move(request.body), "application/json");
+    if (!request.idempotency_key.empty())
+      req.headers().add(U("Idempotency-Key"), utility::conversions::to_string_t(request.idempotency_key));
     try {
       client_->request(req)
           .then([](web::http::http_response res) {
@@ -103,6 +108,7 @@ class cpprest_transport final : public http_transport {
               auto [status, b] = t.get();
               r.status = status;
               r.body = std::move(b);
+              r.sent = true;
             } catch (const web::http::http_exception& e) {
               r = failure_from(e.error_code(), e.what());
             } catch (const std::exception& e) {

@@ -114,7 +114,7 @@ std::string check_service(const std::string& url) {
   boost::asio::io_context ioc;
   auto t = rill::make_beast_transport(ioc, {.endpoint = rill::http_endpoint::parse(url), .max_connections = 1});
   std::string problem = "no answer";
-  t->post("[]", 5s, [&](rill::http_result&& r) {
+  t->post({.body = "[]", .timeout = 5s}, [&](rill::http_result&& r) {
     if (r.ec) problem = r.ec.message() + " (" + r.detail + ")";
     else if (r.status < 200 || r.status > 299) problem = "HTTP " + std::to_string(r.status);
     else if (auto v = json::parse(r.body, nullptr, false); v.is_discarded() || !v.is_array())

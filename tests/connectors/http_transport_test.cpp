@@ -141,7 +141,7 @@ class http_transport_c24 : public ::testing::TestWithParam<rill::http_transport_
   /// Posts one request and runs the loop until it completes (at most 10 s).
   rill::http_result post(asio::io_context& ioc, rill::http_transport& t) {
     std::optional<rill::http_result> got;
-    t.post(R"(["k"])", 5000ms, [&](rill::http_result&& r) { got = std::move(r); });
+    t.post({.body = R"(["k"])", .timeout = 5000ms}, [&](rill::http_result&& r) { got = std::move(r); });
     const auto until = std::chrono::steady_clock::now() + 10s;
     while (!got && std::chrono::steady_clock::now() < until) {
       ioc.restart();

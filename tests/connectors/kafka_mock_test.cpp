@@ -17,12 +17,18 @@
 //      stopped reading; commit latency of the final commit; the sink's pending records
 //      while the broker is down and its delivery latencies once it is back; all of them
 //      on a run's Prometheus text
+//   9. C22: the final commit covers only the partitions still assigned, last processed + 1
+//  10. C30: 100 create/consume/commit/stop cycles end within 5 s each and leave no
+//      librdkafka thread behind
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <librdkafka/rdkafkacpp.h>
 
+#include <array>
 #include <atomic>
+#include <filesystem>
+#include <optional>
 #include <mutex>
 #include <sstream>
 #include <string_view>
@@ -565,4 +571,205 @@ TEST_F(KafkaMock, RunExposesKafkaMetrics) {
   EXPECT_EQ(double(st->commit_latency.count()),
             sample_value(text, "rill_kafka_consumer_commit_latency_seconds_count{operator=\"kin\"}"));
   EXPECT_NE(text.find("# TYPE rill_end_to_end_latency_seconds summary"), std::string::npos) << text;
+}
+
+namespace {
+/// Threads of this process now (/proc/self/task entries).
+std::size_t process_threads() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+/// A plain group member for the C22 cases: a KafkaConsumer of `group` on topic `in`,
+/// auto commit off, polled by the test thread.
+std::unique_ptr<RdKafka::KafkaConsumer> member(const std::string& brokers, const std::string& group,
+                                               bool cooperative) {
+  std::string e;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers, e);
+  c->set("group.id", group, e);
+  c->set("client.id", "c2", e);
+  c->set("enable.auto.commit", "false", e);
+  c->set("session.timeout.ms", "6000", e);
+  if (cooperative) c->set("partition.assignment.strategy", "cooperative-sticky", e);
+  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+  return k;
+}
+
+}  // namespace
+
+// C22 (../shared/cases/CASES.md): the final commit on shutdown covers only the partitions
+// still assigned, with last processed + 1.
+//   C1 (a kafka_source, one split) starts with p0 and p1 and processes offsets 0..40 of
+//   both. C2 joins the group and takes one of them (pm; the assignor picks which); C1
+//   keeps the other (pk). C1 processes pk up to offset 99, C2 processes pm's 41..59 and
+//   commits 60. C1 shuts down gracefully.
+// Expected: pk committed at 100 (lag 0, never -1), pm still at 60: C1 never writes 41 to
+// a partition it no longer owns. Graph: kafka_source(in, 2 partitions) -> sink(count).
+void final_commit_after_rebalance(const std::string& brokers, bool cooperative,
+                                  const std::string& group) {
+  auto produce_to = [&](int partition, int from, int to) {
+    std::string e;
+    std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    c->set("bootstrap.servers", brokers, e);
+    std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), e));
+    for (int i = from; i < to; ++i) {
+      const auto v = std::to_string(i);
+      p->produce("in", partition, RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(v.data()), v.size(), nullptr, 0,
+                 0, nullptr);
+    }
+    ASSERT_EQ(p->flush(10000), RdKafka::ERR_NO_ERROR);
+  };
+  produce_to(0, 0, 41);
+  produce_to(1, 0, 41);
+  rill::kafka_source_options o{.brokers = brokers, .group = group, .topics = {"in"}, .splits = 1,
+                               .commit_interval = 100ms, .cooperative = cooperative,
+                               .config = {{"session.timeout.ms", "6000"}}};
+  rill::kafka_source<> s{o};
+  auto st = s.stats();
+  std::array<std::atomic<long long>, 2> last{-1, -1};  // last offset C1 processed, per partition
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
+  auto j = rill::from(std::move(s)).sink([&](const rec& r) { last[std::size_t(r.partition)] = r.offset; });
+  std::thread runner([&] { rt.run(j); });
+  const auto deadline = std::chrono::steady_clock::now() + 40s;
+  auto wait = [&](auto pred) {
+    while (!pred() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    return pred();
+  };
+  auto c2 = member(brokers, group, cooperative);
+  bool ok = wait([&] { return last[0] == 40 && last[1] == 40; });
+  EXPECT_TRUE(ok) << "C1 processed p0 to " << last[0] << ", p1 to " << last[1];
+  ASSERT_EQ(c2->subscribe({"in"}), RdKafka::ERR_NO_ERROR);
+  // C2 polls until it holds one partition and C1 holds the other.
+  int pm = -1;
+  ok = wait([&] {
+    std::unique_ptr<RdKafka::Message> m(c2->consume(20));
+    std::vector<RdKafka::TopicPartition*> a;
+    c2->assignment(a);
+    if (a.size() == 1) pm = a[0]->partition();
+    RdKafka::TopicPartition::destroy(a);
+    return pm >= 0 && st->assigned.load() == 1;
+  });
+  ASSERT_TRUE(ok) << "no rebalance: C2 holds " << pm << ", C1 " << st->assigned.load() << " partitions";
+  const int pk = 1 - pm;
+  produce_to(pk, 41, 100);
+  produce_to(pm, 41, 60);
+  long long c2_last = -1;
+  ok = wait([&] {
+    std::unique_ptr<RdKafka::Message> m(c2->consume(20));
+    if (m->err() == RdKafka::ERR_NO_ERROR) c2_last = m->offset();
+    return c2_last == 59;
+  });
+  EXPECT_TRUE(ok) << "C2 processed pm to " << c2_last;
+  std::vector<RdKafka::TopicPartition*> mine{RdKafka::TopicPartition::create("in", pm, 60)};
+  EXPECT_EQ(c2->commitSync(mine), RdKafka::ERR_NO_ERROR);
+  RdKafka::TopicPartition::destroy(mine);
+  ok = wait([&] { return last[std::size_t(pk)] == 99; });
+  EXPECT_TRUE(ok) << "C1 processed pk to " << last[std::size_t(pk)];
+  rt.request_stop();
+  runner.join();
+  EXPECT_EQ(last[std::size_t(pm)].load(), 40);  // C1 never read pm after the rebalance
+  // Read back while C2 is still a member (its close below commits nothing).
+  std::string e;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers, e);
+  c->set("group.id", group, e);
+  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+  std::vector<RdKafka::TopicPartition*> tps{RdKafka::TopicPartition::create("in", pk),
+                                            RdKafka::TopicPartition::create("in", pm)};
+  ASSERT_EQ(k->committed(tps, 10000), RdKafka::ERR_NO_ERROR);
+  EXPECT_EQ(tps[0]->offset(), 100) << "kept partition p" << pk;
+  EXPECT_EQ(tps[1]->offset(), 60) << "moved partition p" << pm;
+  std::int64_t low = -1, high = -1;
+  ASSERT_EQ(k->query_watermark_offsets("in", pk, &low, &high, 10000), RdKafka::ERR_NO_ERROR);
+  EXPECT_EQ(high - tps[0]->offset(), 0) << "lag of the kept partition";
+  RdKafka::TopicPartition::destroy(tps);
+  k->close();
+  c2->close();
+}
+
+TEST_F(KafkaMock, FinalCommitCoversOnlyAssignedPartitionsEager) {
+  topic("in", 2);
+  final_commit_after_rebalance(brokers_, false, "c22e");
+}
+
+TEST_F(KafkaMock, FinalCommitCoversOnlyAssignedPartitionsCooperative) {
+  topic("in", 2);
+  final_commit_after_rebalance(brokers_, true, "c22c");
+}
+
+// C30 (../shared/cases/CASES.md, librdkafka #3796): shutdown never hangs on a librdkafka
+// reference, and leaves no librdkafka object behind. 100 cycles, in 10 lanes run side by
+// side (the mock's group coordinator takes 3-5 s to form a group; lanes keep the test near
+// a minute). A cycle of lane L: a kafka_source (auto offset store off, as rill always sets
+// it) in group c30-L reads the 1000 messages produced for the cycle to topic c30-L,
+// commits, and stops through runtime::request_stop(). In odd cycles the sink still holds
+// the last record (with its ack token) when the stop begins and releases it only after the
+// runtime and the consumer were destroyed.
+// Expected: every stop ends within 5 s; the committed offset is last processed + 1, which
+// in a holding cycle is the held record's offset (not done: the next cycle reads it
+// again); after all cycles the process's thread count and librdkafka's own
+// (rd_kafka_thread_cnt) are back to their baseline: every consumer was destroyed.
+TEST_F(KafkaMock, StopNeverHangsAndLeavesNoLibrdkafkaObjects) {
+  constexpr int lanes = 10, cycles = 10;
+  std::vector<std::unique_ptr<RdKafka::Producer>> producers;
+  for (int L = 0; L < lanes; ++L) {
+    topic(("c30-" + std::to_string(L)).c_str(), 1);
+    std::string e;
+    std::unique_ptr<RdKafka::Conf> pc(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    pc->set("bootstrap.servers", brokers_, e);
+    producers.emplace_back(RdKafka::Producer::create(pc.get(), e));
+  }
+  const std::size_t threads0 = process_threads();
+  const int rdk_threads0 = rd_kafka_thread_cnt();
+  auto lane = [&](int L) {
+    const std::string name = "c30-" + std::to_string(L);
+    long long produced = 0;
+    for (int k = 0; k < cycles; ++k) {
+      for (int i = 0; i < 1000; ++i) {
+        const auto v = std::to_string(produced + i);
+        producers[std::size_t(L)]->produce(name, 0, RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(v.data()),
+                                           v.size(), nullptr, 0, 0, nullptr);
+      }
+      EXPECT_EQ(producers[std::size_t(L)]->flush(10000), RdKafka::ERR_NO_ERROR);
+      produced += 1000;
+      const bool hold = k % 2 == 1;
+      std::optional<rill::record<rec>> held;
+      std::atomic<long long> last{-1};
+      std::atomic<std::chrono::steady_clock::time_point> asked{};
+      std::chrono::steady_clock::duration stop_took{};
+      {
+        rill::kafka_source<> s{{.brokers = brokers_, .group = name, .topics = {name}, .splits = 1,
+                                .drain_timeout = 1s, .config = {{"session.timeout.ms", "6000"}}}};
+        rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
+        auto j = rill::from(std::move(s)).sink([&](rill::record<rec>&& r) {
+          const auto off = r.value.offset;
+          if (hold) held = std::move(r);  // the previous one is released (done)
+          last = off;
+        });
+        std::thread stopper([&] {
+          const auto end = std::chrono::steady_clock::now() + 60s;  // a loaded machine forms groups slowly
+          while (last.load() != produced - 1 && std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(2ms);
+          asked = std::chrono::steady_clock::now();
+          rt.request_stop();
+        });
+        rt.run(j);
+        stop_took = std::chrono::steady_clock::now() - asked.load();
+        stopper.join();
+      }  // runtime and job gone: the consumer is destroyed
+      held.reset();  // the token outlives its consumer: its ack goes nowhere
+      EXPECT_EQ(last.load(), produced - 1) << name << " cycle " << k;
+      EXPECT_LT(stop_took, 5s) << name << " cycle " << k << ": stop took "
+                               << std::chrono::duration_cast<std::chrono::milliseconds>(stop_took).count() << " ms";
+      EXPECT_EQ(committed(name, name.c_str(), 1), std::vector<long long>{hold ? produced - 1 : produced})
+          << name << " cycle " << k;
+    }
+  };
+  std::vector<std::thread> ts;
+  for (int L = 0; L < lanes; ++L) ts.emplace_back(lane, L);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(rd_kafka_thread_cnt(), rdk_threads0);
+  EXPECT_EQ(process_threads(), threads0);
 }

@@ -17,7 +17,9 @@
 
 #include <map>
 #include <mutex>
+#include <regex>
 #include <set>
+#include <thread>
 
 #include "enrichment_service.hpp"
 #include "rill/connectors/http_transport.hpp"
@@ -312,6 +314,9 @@ TEST_P(enrich, every_fault_kind_reaches_the_error_output) {
     EXPECT_EQ(failed, want);
     EXPECT_EQ(s.stats().requests, 6u);  // 3 batches x (1 + 1 retry)
     EXPECT_EQ(m->failures.load(), 3u);
+    EXPECT_EQ(m->timeouts.load(), 0u);
+    EXPECT_EQ(m->timeout_unknown.load(), 0u);  // answered or cut off: not a timeout
+    EXPECT_EQ(m->failed_unsent.load(), 0u);    // every attempt reached the service
     EXPECT_EQ(m->retries.load(), 3u);
     EXPECT_EQ(m->in_flight.load(), 0);
     EXPECT_EQ(rep.stage("enrich").errors, 30u);
@@ -351,6 +356,11 @@ TEST_P(enrich, service_down_gives_errors_not_a_hang) {
     EXPECT_EQ(e.attempts, 3u);
   }
   EXPECT_EQ(m->requests.load(), 6u);  // 2 batches x 3 attempts
+  EXPECT_EQ(m->failures.load(), 2u);
+  EXPECT_EQ(m->failed_unsent.load(), 2u);  // the service never saw them
+  EXPECT_EQ(m->timeout_unknown.load(), 0u);
+  EXPECT_EQ(m->timeouts.load(), 0u);
+  for (auto& [k, e] : c->errors) EXPECT_FALSE(e.outcome_unknown) << k;
 }
 
 // Every second request answers 503 (k = 1, 3, 5, ...). One request at a time, so batch
@@ -371,6 +381,126 @@ TEST_P(enrich, retries_do_not_duplicate_records) {
   EXPECT_EQ(m->retries.load(), 71u);
   EXPECT_EQ(s.stats().requests, 143u);
   EXPECT_EQ(m->failures.load(), 0u);
+  // Idempotency-Key: request 0 is batch 0; requests 2b-1 and 2b (b >= 1) are the two
+  // attempts of batch b and carry one key, which no other batch has.
+  const auto ik = s.stats().idempotency_keys;
+  ASSERT_EQ(ik.size(), 143u);
+  for (std::size_t b = 1; b < 72; ++b) EXPECT_EQ(ik[2 * b - 1], ik[2 * b]) << "batch " << b;
+  EXPECT_EQ(std::set<std::string>(ik.begin(), ik.end()).size(), 72u);
+  EXPECT_FALSE(ik[0].empty());
+}
+
+// A stalled service: every attempt times out after its request was sent, so the batch's
+// outcome is unknown (the service may have applied it). 5 keys = 1 batch, 3 attempts
+// (retries 2), each with the batch's one Idempotency-Key.
+TEST_P(enrich, timeout_after_the_request_was_sent_is_outcome_unknown) {
+  rill::svc::enrichment_service s{{.faults = {{rill::svc::fault_kind::stall, 0, 1000}}}};
+  s.start();
+  auto o = opts(s);
+  o.batch_size = 5;
+  o.timeout = 150ms;
+  o.retries = 2;
+  o.backoff = 1ms;
+  run_enrich(rill::vector_source<std::string>{keys(5)}, o, c);
+  const auto st = s.stats();
+  ASSERT_EQ(st.idempotency_keys.size(), 3u);
+  EXPECT_FALSE(st.idempotency_keys[0].empty());
+  EXPECT_EQ(st.idempotency_keys[1], st.idempotency_keys[0]);
+  EXPECT_EQ(st.idempotency_keys[2], st.idempotency_keys[0]);
+  ASSERT_EQ(c->errors.size(), 5u);
+  for (auto& [k, e] : c->errors) {
+    EXPECT_EQ(e.code, rill::http_errc::timeout) << e.reason;
+    EXPECT_TRUE(e.outcome_unknown) << e.reason;
+    EXPECT_NE(e.reason.find("timeout after 150 ms, request sent: outcome unknown"), std::string::npos) << e.reason;
+    EXPECT_EQ(e.attempts, 3u);
+    EXPECT_EQ(e.idempotency_key, st.idempotency_keys[0]);
+  }
+  EXPECT_EQ(m->requests.load(), 3u);
+  EXPECT_EQ(m->retries.load(), 2u);
+  EXPECT_EQ(m->timeouts.load(), 3u);
+  EXPECT_EQ(m->failures.load(), 1u);
+  EXPECT_EQ(m->timeout_unknown.load(), 1u);
+  EXPECT_EQ(m->failed_unsent.load(), 0u);
+  EXPECT_EQ(m->expired_unsent.load(), 0u);
+}
+
+// The first attempt stalls and times out, the retry (same key) is answered: one timeout,
+// one retry, no failure, every record enriched once.
+TEST_P(enrich, timeout_then_answer_counts_a_timeout_and_no_failure) {
+  rill::svc::enrichment_service s{{.faults = {{rill::svc::fault_kind::stall, 0, 1}}}};
+  s.start();
+  auto o = opts(s);
+  o.batch_size = 5;
+  o.timeout = 150ms;
+  o.retries = 1;
+  o.backoff = 1ms;
+  run_enrich(rill::vector_source<std::string>{keys(5)}, o, c);
+  const auto st = s.stats();
+  ASSERT_EQ(st.idempotency_keys.size(), 2u);
+  EXPECT_EQ(st.idempotency_keys[1], st.idempotency_keys[0]);
+  ASSERT_EQ(c->out.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(c->out[i].second, known_ports[i].second);
+  EXPECT_TRUE(c->errors.empty());
+  EXPECT_EQ(m->timeouts.load(), 1u);
+  EXPECT_EQ(m->retries.load(), 1u);
+  EXPECT_EQ(m->failures.load(), 0u);
+  EXPECT_EQ(m->timeout_unknown.load(), 0u);
+  EXPECT_EQ(m->expired_unsent.load(), 0u);
+}
+
+// A busy worker: key_fn of the second record takes 300 ms (a stand-in for any long work on
+// the worker's loop) while the first record's batch (batch_size 1) waits for the loop to
+// start its request. Its 100 ms timeout passes unsent: with Beast, which sends on the
+// worker's loop, that is expired_unsent ("waited N ms unsent", N >= 300), not a service
+// timeout, and the service never sees it; the second batch goes out and is answered.
+// cpprestsdk sends from its own threads: both requests go out at once and are answered.
+TEST_P(enrich, request_unsent_past_its_timeout_says_how_long_it_waited) {
+  rill::svc::enrichment_service s;
+  s.start();
+  auto o = opts(s);
+  o.batch_size = 1;
+  o.timeout = 100ms;
+  o.retries = 0;
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 core"}};
+  auto j = rill::enrich(
+                rill::from(rill::vector_source<std::string>{keys(2)}), o,
+                [](const std::string& k) {
+                  if (k == known_ports[1].first) std::this_thread::sleep_for(300ms);  // busy worker
+                  return k;
+                },
+                [](std::string&& k, json&& v) { return out_t{std::move(k), v.get<std::string>()}; },
+                [c = c](rill::record<std::string>&& r, const rill::enrich_error& e) {
+                  std::lock_guard lk(c->mu);
+                  c->errors.emplace_back(std::move(r.value), e);
+                })
+               .sink([c = c](out_t&& v) {
+                 std::lock_guard lk(c->mu);
+                 c->out.push_back(std::move(v));
+               });
+  rt.run(j);
+  if (GetParam() == rill::http_transport_kind::cpprest) {
+    EXPECT_EQ(c->out.size(), 2u);
+    EXPECT_EQ(m->expired_unsent.load(), 0u);
+    EXPECT_EQ(s.stats().requests, 2u);
+    return;
+  }
+  ASSERT_EQ(c->errors.size(), 1u);
+  const auto& [k, e] = c->errors[0];
+  EXPECT_EQ(k, known_ports[0].first);
+  EXPECT_EQ(e.code, rill::http_errc::expired_unsent);
+  EXPECT_FALSE(e.outcome_unknown);
+  std::smatch mt;
+  ASSERT_TRUE(std::regex_search(e.reason, mt, std::regex(R"(^waited (\d+) ms unsent for its worker's loop \(timeout 100 ms\)$)")))
+      << e.reason;
+  EXPECT_GE(std::stoi(mt[1].str()), 300) << e.reason;
+  ASSERT_EQ(c->out.size(), 1u);
+  EXPECT_EQ(c->out[0], (out_t{known_ports[1].first, known_ports[1].second}));
+  EXPECT_EQ(s.stats().requests, 1u);  // the expired one never reached the service
+  EXPECT_EQ(m->expired_unsent.load(), 1u);
+  EXPECT_EQ(m->timeouts.load(), 0u);
+  EXPECT_EQ(m->failures.load(), 1u);
+  EXPECT_EQ(m->failed_unsent.load(), 1u);
+  EXPECT_EQ(m->timeout_unknown.load(), 0u);
 }
 
 // Cache: 5 distinct keys, then (after the first answer arrived) 95 more of the same keys:
@@ -451,8 +581,8 @@ TEST_P(enrich, C06_server_closes_before_answering) {
 // socket; every key gets null, so each record comes out with the value "null".
 struct null_transport final : rill::http_transport {
   explicit null_transport(boost::asio::io_context& ioc) : ioc_(ioc) {}
-  void post(std::string body, std::chrono::milliseconds, completion done) override {
-    const auto n = nlohmann::json::parse(body).size();
+  void post(rill::http_request req, completion done) override {
+    const auto n = nlohmann::json::parse(req.body).size();
     boost::asio::post(ioc_, [n, done = std::move(done)] {
       done({.status = 200, .body = nlohmann::json(std::vector<std::nullptr_t>(n)).dump()});
     });

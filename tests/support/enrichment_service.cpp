@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -50,7 +51,8 @@ json service_stats::to_json() const {
   for (auto& [kind, n] : faults) f[kind] = n;
   return {{"requests", requests}, {"keys", keys}, {"connections", connections},
           {"concurrency", concurrency}, {"peak_concurrency", peak_concurrency},
-          {"batch_sizes", b}, {"faults", f}};
+          {"batch_sizes", b}, {"faults", f},
+          {"idempotency_keys", std::set<std::string>(idempotency_keys.begin(), idempotency_keys.end()).size()}};
 }
 
 // ---- data ---------------------------------------------------------------------------
@@ -267,6 +269,7 @@ struct enrichment_service::impl {
         ++s.st.requests;
         s.st.keys += keys.size();
         ++s.st.batch_sizes[keys.size()];
+        s.st.idempotency_keys.emplace_back(req["Idempotency-Key"]);
         if (f != fault_kind::none) ++s.st.faults[to_string(f)];
         ++s.st.concurrency;
         s.st.peak_concurrency = std::max(s.st.peak_concurrency, s.st.concurrency);

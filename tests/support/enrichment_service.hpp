@@ -23,7 +23,8 @@
 // Special-Purpose Address Registries (RFC 6890; entries hand-listed with their RFCs in
 // enrichment_service.cpp), or null when unknown. A body that is not a JSON array: 400.
 // GET /stats: requests seen, keys seen, batch-size counts, peak concurrency (requests
-// received and not yet answered), connections accepted, faults injected.
+// received and not yet answered), connections accepted, faults injected, distinct
+// Idempotency-Key values seen.
 //
 // Faults: request k (0-based, in arrival order of POST /enrich) gets the first rule that
 // selects it: k < rule.first, or rule.rate > 0 and floor((j+1)*rate) > floor(j*rate) with
@@ -71,6 +72,9 @@ struct service_stats {
   std::uint64_t requests = 0, keys = 0, connections = 0, concurrency = 0, peak_concurrency = 0;
   std::map<std::size_t, std::uint64_t> batch_sizes;  ///< batch size -> requests
   std::map<std::string, std::uint64_t> faults;       ///< fault kind -> requests
+  /// The Idempotency-Key header of each POST /enrich, in arrival order ("" when absent).
+  /// In to_json() only as the number of distinct keys (`idempotency_keys`).
+  std::vector<std::string> idempotency_keys;
   nlohmann::json to_json() const;
 };
 

@@ -17,7 +17,8 @@
 //   auto t = rill::make_beast_transport(ioc, {.endpoint = rill::http_endpoint::parse(
 //                                                 "http://127.0.0.1:8080/enrich"),
 //                                             .max_connections = 4});
-//   t->post(R"(["443/tcp"])", std::chrono::milliseconds{500}, [](rill::http_result&& r) {
+//   t->post({.body = R"(["443/tcp"])", .timeout = std::chrono::milliseconds{500},
+//            .idempotency_key = "batch-1"}, [](rill::http_result&& r) {
 //     if (r.ec) std::cerr << r.ec.message() << ": " << r.detail << '\n';
 //     else std::cout << r.status << ' ' << r.body << '\n';   // 200 ["https"]
 //   });
@@ -26,6 +27,13 @@
 // transport holds at most `max_connections` sockets; more concurrent posts wait for a
 // free one (their timeout runs while they wait). Connections are kept alive and reused.
 // cpprestsdk has no such limit, so the caller's max_in_flight bounds it there.
+//
+// Sent or not (http_result::sent): Beast knows; a request whose timeout passes before its
+// write began (waiting for a connection, or for the worker's loop to run it) ends with
+// http_errc::expired_unsent, one that timed out while connecting with timeout and sent =
+// false. cpprestsdk sends from its own threads and does not say how far a request got: it
+// reports sent = true for every outcome but a refused connection, and never
+// expired_unsent (a busy worker delays only the completion, not the request).
 //
 // Thread safety: as http_transport (one io_context per transport).
 #pragma once

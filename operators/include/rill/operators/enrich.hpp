@@ -39,6 +39,19 @@
 // with invalid UTF-8) is never sent: it goes to the error side output at once with
 // http_errc::bad_key, attempts 0, and the stream goes on.
 //
+// Retries and timeouts (docs/design.md "enrich: retries and timeouts"): every attempt of
+// a batch carries the same `Idempotency-Key` header (IETF httpapi draft "The
+// Idempotency-Key HTTP Header Field"; a value unique to the batch: 64 random bits of the
+// operator instance and the batch's number), so a service that honours it applies a
+// retried batch at most once. `timeout` bounds each attempt from the moment enrich hands
+// it to the transport. An attempt that timed out after its request was sent counts in
+// `timeouts`; the service may have applied it, so a batch that fails after such an
+// attempt counts in `timeout_unknown` (and its error has outcome_unknown = true), apart
+// from `failed_unsent`, batches no attempt of which reached the service. An attempt whose
+// timeout passed while it waited unsent (its worker's loop was busy, or every connection
+// was) is not a service timeout: code http_errc::expired_unsent, a reason that says how
+// long it waited, counted in `expired_unsent` (not in `timeouts`), retried like the rest.
+//
 // Order: `ordered` emits records in input order per instance (a slow batch holds later
 // ones back); `unordered` emits each batch as soon as its answer arrives. Progress sent
 // downstream never passes the event time of a record still held.
@@ -54,6 +67,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -85,6 +99,19 @@ struct enrich_metrics {
   std::atomic<std::uint64_t> enriched{0};       ///< records emitted downstream
   std::atomic<std::uint64_t> retries{0};        ///< attempts after the first
   std::atomic<std::uint64_t> failures{0};       ///< batches that failed after their retries
+  /// Of `failures`: batches some attempt of which timed out after its request was sent.
+  /// The service may have applied them (outcome unknown): reconcile through the
+  /// Idempotency-Key, or retry higher up with the same key.
+  std::atomic<std::uint64_t> timeout_unknown{0};
+  /// Of `failures`: batches no attempt of which reached the service (refused connects,
+  /// expired_unsent, timeouts while connecting): safe to send again.
+  std::atomic<std::uint64_t> failed_unsent{0};
+  /// Attempts that ended in http_errc::timeout: no complete answer within `timeout` once
+  /// the request began (connect, write, read). Retried attempts included.
+  std::atomic<std::uint64_t> timeouts{0};
+  /// Attempts whose `timeout` passed while they waited unsent (http_errc::expired_unsent:
+  /// the worker's loop was busy, or no connection was free). Not in `timeouts`.
+  std::atomic<std::uint64_t> expired_unsent{0};
   std::atomic<std::uint64_t> failed_records{0}; ///< records sent to the error side output
   std::atomic<std::uint64_t> cache_hits{0};
   std::atomic<std::int64_t> in_flight{0};       ///< batches outstanding now (gauge)
@@ -101,9 +128,16 @@ struct enrich_metrics {
 
 /// What the error side output receives with each failed record.
 struct enrich_error {
-  std::error_code code{};  ///< rill::http_errc (http_category())
-  std::string reason{};    ///< e.g. "HTTP 503", "timeout after 500 ms", "answer has 4 values for 5 keys"
+  std::error_code code{};  ///< rill::http_errc (http_category()) of the last attempt
+  /// e.g. "HTTP 503", "timeout after 500 ms, request sent: outcome unknown (...)",
+  /// "waited 812 ms unsent for its worker's loop (timeout 500 ms)", "answer has 4 values
+  /// for 5 keys"
+  std::string reason{};
   unsigned attempts = 0;   ///< attempts made (1 + retries used)
+  /// Some attempt timed out after its request was sent: the service may have applied the
+  /// batch (enrich_metrics::timeout_unknown). Its Idempotency-Key is `idempotency_key`.
+  bool outcome_unknown = false;
+  std::string idempotency_key{};  ///< the batch's key, as sent on every attempt ("" for bad_key)
 };
 
 struct enrich_options {
@@ -111,7 +145,9 @@ struct enrich_options {
   std::size_t batch_size = 100;             ///< keys per request, >= 1
   std::chrono::milliseconds linger{5};      ///< a partial batch goes out this long after its first key
   std::size_t max_in_flight = 4;            ///< outstanding requests per worker instance, >= 1
-  std::chrono::milliseconds timeout{1000};  ///< per attempt, connect to last byte, > 0
+  /// Per attempt, > 0: from handing the request to the transport to the last byte of the
+  /// answer (a wait for a connection or for the worker's loop included: expired_unsent).
+  std::chrono::milliseconds timeout{1000};
   std::size_t retries = 2;                  ///< attempts after the first
   std::chrono::milliseconds backoff{10};    ///< first retry's backoff before jitter
   std::chrono::milliseconds max_backoff{1000};
@@ -168,6 +204,12 @@ class enrich_stage final : public stage_in<T> {
       : o_(o), m_(std::move(m)), key_(std::move(k)), merge_(std::move(mf)), err_(std::move(ef)),
         c_(c), ioc_(ioc), linger_timer_(ioc), frontier_(inputs, event_time_min),
         inputs_left_(inputs), rng_(o.jitter_seed) {
+    // 64 random bits per instance: keys of instances, workers and runs do not collide.
+    std::random_device rd;
+    const std::uint64_t id = (std::uint64_t(rd()) << 32) ^ rd();
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
+    key_prefix_ = std::string(hex) + "-";
     transport_ = o_.transport(
         ioc, {.endpoint = http_endpoint::parse(o_.url),
          .max_connections = o_.max_connections ? o_.max_connections : o_.max_in_flight});
@@ -188,7 +230,7 @@ class enrich_stage final : public stage_in<T> {
     slots_.push_back(slot{std::move(r), false});
     if (!bad.empty()) {  // never sent: straight to the error output, the rest goes on
       m_->failed_records.fetch_add(1, std::memory_order_relaxed);
-      fail(seq, {make_error_code(http_errc::bad_key), "key cannot be encoded as JSON: " + bad, 0});
+      fail(seq, {make_error_code(http_errc::bad_key), "key cannot be encoded as JSON: " + bad, 0, false, {}});
       drain();
       return;
     }
@@ -238,7 +280,10 @@ class enrich_stage final : public stage_in<T> {
     std::vector<std::uint64_t> seqs;
     std::vector<std::string> keys;
     std::string body;
+    std::string idempotency_key;  ///< the same on every attempt
     unsigned attempts = 0;
+    bool sent = false;            ///< some attempt reached (or may have reached) the service
+    bool outcome_unknown = false; ///< some attempt timed out after it was sent
     std::unique_ptr<boost::asio::steady_timer> backoff;
   };
   struct cached {
@@ -276,6 +321,7 @@ class enrich_stage final : public stage_in<T> {
       body += b->keys[i];
     }
     body += ']';
+    b->idempotency_key = key_prefix_ + std::to_string(batches_++);
     m_->records.fetch_add(b->seqs.size(), std::memory_order_relaxed);
     m_->batch_sizes.record_shared(b->seqs.size());
     ready_.push_back(std::move(b));
@@ -297,8 +343,9 @@ class enrich_stage final : public stage_in<T> {
     ++b->attempts;
     m_->requests.fetch_add(1, std::memory_order_relaxed);
     const auto t0 = std::chrono::steady_clock::now();
-    std::string body = b->body;  // kept for retries
-    transport_->post(std::move(body), o_.timeout, [this, b, t0](http_result&& r) {
+    transport_->post({.body = b->body /* kept for retries */, .timeout = o_.timeout,
+                      .idempotency_key = b->idempotency_key},
+                     [this, b, t0](http_result&& r) {
       const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now() - t0).count();
       m_->request_latency_ns.record_shared(std::uint64_t(ns));
@@ -311,10 +358,17 @@ class enrich_stage final : public stage_in<T> {
     std::error_code ec = r.ec;
     std::string reason;
     nlohmann::json values;
-    if (ec) {
-      reason = ec == http_errc::timeout
-                   ? "timeout after " + std::to_string(o_.timeout.count()) + " ms (" + r.detail + ")"
-                   : ec.message() + " (" + r.detail + ")";
+    if (r.sent) b->sent = true;
+    if (ec == http_errc::timeout) {
+      m_->timeouts.fetch_add(1, std::memory_order_relaxed);
+      if (r.sent) b->outcome_unknown = true;
+      reason = "timeout after " + std::to_string(o_.timeout.count()) + " ms, " +
+               (r.sent ? "request sent: outcome unknown" : "before the request was sent") + " (" + r.detail + ")";
+    } else if (ec == http_errc::expired_unsent) {
+      m_->expired_unsent.fetch_add(1, std::memory_order_relaxed);
+      reason = r.detail;  // "waited N ms unsent ... (timeout T ms)"
+    } else if (ec) {
+      reason = ec.message() + " (" + r.detail + ")";
     } else if (r.status < 200 || r.status > 299) {
       ec = make_error_code(http_errc::http_status);
       reason = "HTTP " + std::to_string(r.status);
@@ -346,8 +400,10 @@ class enrich_stage final : public stage_in<T> {
     m_->in_flight.fetch_sub(1, std::memory_order_relaxed);
     if (ec) {
       m_->failures.fetch_add(1, std::memory_order_relaxed);
+      if (b->outcome_unknown) m_->timeout_unknown.fetch_add(1, std::memory_order_relaxed);
+      else if (!b->sent) m_->failed_unsent.fetch_add(1, std::memory_order_relaxed);
       m_->failed_records.fetch_add(b->seqs.size(), std::memory_order_relaxed);
-      const enrich_error err{ec, reason, b->attempts};
+      const enrich_error err{ec, reason, b->attempts, b->outcome_unknown, b->idempotency_key};
       for (auto seq : b->seqs) fail(seq, err);
     } else {
       for (std::size_t i = 0; i < b->seqs.size(); ++i) {
@@ -469,6 +525,8 @@ class enrich_stage final : public stage_in<T> {
   std::unordered_map<std::string, cached> cache_;
   std::list<std::string> cache_order_;
   std::mt19937_64 rng_;
+  std::string key_prefix_;     ///< idempotency keys: key_prefix_ + batch number
+  std::uint64_t batches_ = 0;  ///< batches closed by this instance
 };
 
 }  // namespace detail

@@ -4,6 +4,7 @@
 // Defines:
 //   rill::http_errc, rill::http_category()   why a request failed (project error category)
 //   rill::http_endpoint                      "http://host:port/target" parsed
+//   rill::http_request                       what post() sends: body, timeout, idempotency key
 //   rill::http_result                        what a completion receives
 //   rill::http_transport                     the interface (post + connection gauges)
 //   rill::http_transport_options             what a factory gets: endpoint, connection bound
@@ -19,8 +20,8 @@
 //   #include <nlohmann/json.hpp>
 //   struct null_transport final : rill::http_transport {
 //     explicit null_transport(boost::asio::io_context& ioc) : ioc_(ioc) {}
-//     void post(std::string body, std::chrono::milliseconds, completion done) override {
-//       const auto n = nlohmann::json::parse(body).size();
+//     void post(rill::http_request req, completion done) override {
+//       const auto n = nlohmann::json::parse(req.body).size();
 //       boost::asio::post(ioc_, [n, done = std::move(done)] {
 //         done(rill::http_result{.status = 200,
 //                                .body = nlohmann::json(std::vector<std::nullptr_t>(n)).dump()});
@@ -56,10 +57,13 @@
 
 namespace rill {
 
-/// Why a request failed. What the caller should do: every kind may succeed on a retry
-/// (the enrich operator retries them all with backoff); `bad_url` never will.
+/// Why a request failed. What the caller should do: every kind but `bad_key` may succeed
+/// on a retry (the enrich operator retries them all with backoff). Whether the service may
+/// have seen the request is http_result::sent, not the code: a `timeout` after the request
+/// was sent leaves the outcome unknown (retry with the same idempotency key).
 enum class http_errc {
-  timeout = 1,          ///< no complete answer within the timeout (includes waiting for a slot)
+  timeout = 1,          ///< no complete answer within the timeout once the request began
+                        ///< (connect, write or read; http_result::sent says which side)
   connection_refused,   ///< nothing listens at the endpoint
   connection_reset,     ///< the peer reset the connection (RST / EPIPE)
   connection_closed,    ///< the peer closed the connection before a complete answer
@@ -70,6 +74,9 @@ enum class http_errc {
   other,                ///< any other I/O error (detail has the system message)
   bad_key,              ///< a record's key cannot be encoded as JSON (e.g. invalid UTF-8):
                         ///< never sent (enrich); permanent, retrying cannot help
+  expired_unsent,       ///< the timeout passed while the request waited unsent: for a free
+                        ///< connection, or for its worker's loop (busy with other work).
+                        ///< Not a service timeout: nothing reached the service; retry
 };
 
 namespace detail {
@@ -87,6 +94,7 @@ class http_category_impl final : public std::error_category {
       case http_errc::wrong_length: return "answer has the wrong length";
       case http_errc::bad_key: return "key cannot be encoded as JSON";
       case http_errc::other: return "I/O error";
+      case http_errc::expired_unsent: return "timeout passed before the request was sent";
     }
     return "unknown http error";
   }
@@ -122,6 +130,17 @@ struct http_endpoint {
   }
 };
 
+/// One POST. Value type (distinct objects: safe; shared: unsafe).
+struct http_request {
+  std::string body{};                       ///< sent as application/json
+  /// From post() to the last byte of the answer, waiting for a connection included; > 0.
+  std::chrono::milliseconds timeout{1000};
+  /// Sent as the `Idempotency-Key` header when not empty (IETF httpapi draft "The
+  /// Idempotency-Key HTTP Header Field"). A caller that retries gives every attempt of one
+  /// logical request the same key, so a service that honours it applies it at most once.
+  std::string idempotency_key{};
+};
+
 /// A completion's argument. `ec` empty: `status` and `body` hold the answer (any status;
 /// the transport does not judge it). `ec` set: `detail` says what happened, in words.
 struct http_result {
@@ -129,17 +148,24 @@ struct http_result {
   unsigned status = 0;
   std::string body{};
   std::string detail{};
+  /// True when bytes of the request may have reached the service: its write began (an
+  /// answer implies it). False: the service never saw this attempt (refused connect,
+  /// expired_unsent, a timeout during connect). A transport that cannot tell reports true.
+  bool sent = false;
 };
 
 class http_transport {
  public:
   using completion = std::function<void(http_result&&)>;
   virtual ~http_transport() = default;
-  /// POSTs `body` (application/json) to the endpoint. `done` runs exactly once, on the
-  /// owning io_context, after the answer, an error, or `timeout` (then ec = timeout and
-  /// the connection is closed, never reused). Never blocks; never throws after
-  /// construction (allocation failure aside).
-  virtual void post(std::string body, std::chrono::milliseconds timeout, completion done) = 0;
+  /// POSTs `req.body` (application/json) to the endpoint, with `Idempotency-Key:
+  /// req.idempotency_key` when that is not empty. `done` runs exactly once, on the owning
+  /// io_context, after the answer, an error, or `req.timeout` from this call: then ec =
+  /// timeout when the request had begun (connection closed, never reused), or
+  /// expired_unsent when it was still waiting (for a connection or for the loop), with the
+  /// wait in `detail`. Never blocks; never throws after construction (allocation failure
+  /// aside).
+  virtual void post(http_request req, completion done) = 0;
   /// Sockets open now / the most ever open at once (gauges; owning thread).
   virtual std::size_t open_connections() const noexcept = 0;
   virtual std::size_t peak_connections() const noexcept = 0;
