@@ -1,7 +1,7 @@
 // Tests of bounded firing (<rill/operators/resumable.hpp>) on the real runtime: a keyed
-// window and a window_sort that emit millions of records at once into a key_by stop when
-// its exchange is full and continue on a later loop turn; every result is delivered, in
-// order with the watermarks, and nothing holds the results meanwhile.
+// window, a window_sort and both joins that emit millions of records at once into a
+// key_by stop when its exchange is full and continue on a later loop turn; every result
+// is delivered, in order with the watermarks, and nothing holds the results meanwhile.
 #include "rill/operators/stream.hpp"
 
 #include <gtest/gtest.h>
@@ -31,8 +31,8 @@ using rill_test::stress_scaled;
 /// value when the sink took the first result (the operator's state is built by then and
 /// is released only after the firing). The exchange holds at most 64 inbox batches + 1
 /// pending batch of 256 envelopes (under 160 bytes each for these record types: 2.6 MB),
-/// plus the fibers' stacks. An emitter that ignores a full exchange (a window firing
-/// without asking ready()) runs ahead of the stalling sink by 40 MB and
+/// plus the fibers' stacks. An emitter that ignores a full exchange (a window firing, a
+/// join emitting without asking ready()) runs ahead of the stalling sink by 40 MB and
 /// more at 5 M results, two workers.
 constexpr long bound_kb = 16 * 1024;
 
@@ -193,6 +193,63 @@ TEST(resumable, held_progress_never_overtakes_a_suspended_firing) {
     EXPECT_EQ((*rows)[i].count, n);
   }
 }
+
+enum class join_kind { interval, window };
+
+// Graph (W workers; both sides' one key on worker 0, the sink's key on worker W - 1):
+//   left:  vector_source(L records: a = 0 .. L-1, time a ns) -> key_by(k) --+
+//                                                                          join -> key_by(one key) -> sink
+//   right: vector_source(R records: b = 0 .. R-1, time b ns) -> key_by(k) --+
+// Every (a, b) matches: interval [-1 s, +1 s] (a pair as soon as its second record
+// arrives) or one tumbling 1 s window (every pair when it fires at the end of input).
+// L x R = 5 M results from a state of L + R records.
+void join_output(join_kind kind, std::size_t workers) {
+  const std::uint64_t nl = stress_scaled(2'500), nr = 2'000;
+  std::vector<rill::record<std::uint64_t>> left, right;
+  for (std::uint64_t a = 0; a < nl; ++a) left.push_back({a, rill::event_time{std::chrono::nanoseconds{a}}});
+  for (std::uint64_t b = 0; b < nr; ++b) right.push_back({b, rill::event_time{std::chrono::nanoseconds{b}}});
+  const int join_key = key_owned_by(0, workers), sink_key = key_owned_by(workers - 1, workers);
+  auto t = std::make_shared<tally>();
+  rill::runtime rt{options(workers)};
+  auto l = rill::from(rill::vector_source<std::uint64_t>{left}, "left").key_by([join_key](const std::uint64_t&) {
+    return join_key;
+  });
+  auto r = rill::from(rill::vector_source<std::uint64_t>{right}, "right").key_by([join_key](const std::uint64_t&) {
+    return join_key;
+  });
+  auto pair_id = [nr](std::uint64_t a, std::uint64_t b) { return a * nr + b; };
+  auto sink = [t](std::uint64_t id) { t->add(id); };
+  auto by_key = [sink_key](const std::uint64_t&) { return sink_key; };
+  rill::job j = kind == join_kind::interval
+                    ? std::move(l).interval_join(std::move(r), -1s, 1s).inner(pair_id).key_by(by_key).sink(sink)
+                    : std::move(l)
+                          .window_join(std::move(r), rill::tumbling{1s})
+                          .inner(pair_id)
+                          .key_by(by_key)
+                          .sink(sink);
+  rill_test::peak_window whole_run;  // the state is L + R records: bounded from the start
+  auto rep = rt.run(j);
+  const long above = whole_run.above_base_kb();
+
+  std::uint64_t want_sum = 0;  // brute force over every pair
+  for (std::uint64_t a = 0; a < nl; ++a)
+    for (std::uint64_t b = 0; b < nr; ++b) want_sum += mix(pair_id(a, b));
+  EXPECT_EQ(t->count.load(), nl * nr);
+  EXPECT_EQ(t->sum.load(), want_sum);
+  EXPECT_EQ(rep.stage("join").out, nl * nr);
+  EXPECT_EQ(rep.stage("join").late, 0u);
+  EXPECT_TRUE(rep.errors.empty());
+  std::printf("%s join, %zu worker(s), %llu pairs: peak RSS %ld kB above the run's start\n",
+              kind == join_kind::interval ? "interval" : "window", workers, (unsigned long long)(nl * nr), above);
+  if (!sanitized && whole_run.known()) {
+    EXPECT_LT(above, bound_kb);
+  }
+}
+
+TEST(resumable, interval_join_emits_5m_pairs_in_bounded_memory_one_worker) { join_output(join_kind::interval, 1); }
+TEST(resumable, interval_join_emits_5m_pairs_in_bounded_memory_two_workers) { join_output(join_kind::interval, 2); }
+TEST(resumable, window_join_emits_5m_pairs_in_bounded_memory_one_worker) { join_output(join_kind::window, 1); }
+TEST(resumable, window_join_emits_5m_pairs_in_bounded_memory_two_workers) { join_output(join_kind::window, 2); }
 
 // A run that fails while a firing is suspended mid-window (the sink throws after 100,000
 // of 1,000,000 results, so the exchange fills and the window waits inside its firing
