@@ -114,6 +114,43 @@ TEST(flat_map, emit_form_emits_30m_records_in_bounded_memory_one_worker) {
 TEST(flat_map, emit_form_emits_30m_records_in_bounded_memory_across_workers) {
   run_case({form::emit, 2, 1, 10'000'000});
 }
+// Graph (W workers; the sink's key owned by worker W - 1; the source's split on worker 0):
+//   vector_source(3 records: 0, 1, 2) -> flat_map(i -> i*N .. i*N+N-1) -> rebalance
+//     -> key_by(k) -> sink
+// flat_map stops when rebalance's batch is full and no ring takes it (ready()), and the
+// ring's consumers stop draining while key_by's exchange is full: nothing holds the
+// records. Two workers share the ring, so the sink sees them in any order.
+void run_rebalanced(std::size_t workers) {
+  const std::uint64_t n = rill_test::stress_scaled(5'000'000);
+  std::vector<rill::record<std::uint64_t>> in;
+  for (std::uint64_t i = 0; i < 3; ++i) in.push_back({i, rill::event_time{std::chrono::seconds{i}}});
+  auto t = std::make_shared<tally>();
+  const int key = key_owned_by(workers - 1, workers);
+  rill::runtime rt{{.workers = workers, .topology = workers == 1 ? "1 node x 1 core" : "1 node x 2 cores"}};
+  auto j = rill::from(rill::vector_source<std::uint64_t>{in})
+               .flat_map([n](std::uint64_t i) { return std::views::iota(i * n, i * n + n); })
+               .rebalance()
+               .key_by([key](const std::uint64_t&) { return key; })
+               .sink([t](std::uint64_t v) { t->add(v); });
+  rill_test::peak_window peak;
+  auto rep = rt.run(j);
+  const long above_kb = peak.above_base_kb();
+
+  std::uint64_t want_sum = 0;
+  for (std::uint64_t v = 0; v < 3 * n; ++v) want_sum += mix(v);
+  EXPECT_EQ(t->count.load(), 3 * n);
+  EXPECT_EQ(t->sum.load(), want_sum);
+  EXPECT_TRUE(rep.errors.empty());
+  std::printf("flat_map through rebalance, %zu worker(s), %llu records: peak RSS %ld kB above base %ld kB\n",
+              workers, (unsigned long long)(3 * n), above_kb, peak.base_kb());
+  if (!sanitized && peak.known()) {
+    EXPECT_LT(above_kb, bound_kb);
+  }
+}
+
+TEST(flat_map, emits_15m_records_through_rebalance_in_bounded_memory_one_worker) { run_rebalanced(1); }
+TEST(flat_map, emits_15m_records_through_rebalance_in_bounded_memory_two_workers) { run_rebalanced(2); }
+
 // The consumer is the emitting worker itself: key_by hands every record over in place.
 TEST(flat_map, emitting_into_its_own_worker_completes_two_workers) {
   run_case({form::emit, 2, 0, 1'000'000});

@@ -222,6 +222,9 @@ struct rebalance_stage final : stage_in<T> {
   void on_progress(std::size_t in, event_time t) override { ex->progress(producer, in, t); }
   void on_end(std::size_t in) override { ex->end(producer, in); }
   bool on_flush() override { return ex->flush(producer); }
+  /// False while this producer's batch is full and no ring takes it
+  /// (rebalance_exchange::ready).
+  bool ready() override { return ex->ready(producer); }
 };
 
 /// window_sort's instance on one worker. Firing is bounded by downstream capacity: every
@@ -523,12 +526,28 @@ class stream {
           auto ctx = b.context(w, ex->total_inputs());
           auto* head = down(ctx);
           auto* wk = ctx.w;
-          ex->bind_consumer(w, b.rt().node_of(w), head, [wk](std::function<void()> fn) {
-            boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
-              turn_scope turn{wk};
-              fn();
-            });
-          });
+          // A drain whose chain is not ready retries on this timer (as key_by's).
+          auto timer = std::make_shared<boost::asio::steady_timer>(wk->context());
+          ctx.keep_alive->push_back(timer);
+          std::weak_ptr<boost::asio::steady_timer> retry = timer;
+          ex->bind_consumer(
+              w, b.rt().node_of(w), head,
+              [wk](std::function<void()> fn) {
+                boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
+                  turn_scope turn{wk};
+                  fn();
+                });
+              },
+              [wk, retry](std::function<void()> fn) {
+                const auto t = retry.lock();
+                if (!t) return;  // the run is over
+                t->expires_after(detail::emit_retry);
+                t->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
+                  if (ec) return;
+                  turn_scope turn{wk};
+                  fn();
+                });
+              });
           // Idle workers look at their ring (and steal) and forward frontiers every tick.
           ctx.add_ticker([ex, w](steady_time) {
             if (ex->drain(w)) ex->schedule(w);
