@@ -70,6 +70,12 @@
 //     state unemitted, fails its tokens (a Kafka source re-reads it after a restart) and
 //     counts the dropped records in `discarded`; stop_policy::fire ends as a clean end.
 //
+// Bounded output (docs/design.md "Bounded emission"): every call of a join instance runs
+// on its fiber (<rill/operators/resumable.hpp>) and stops before a result when downstream
+// is not ready, continuing at the next pair on a later loop turn; inputs of both sides
+// that arrive meanwhile are held in arrival order. A key with thousands of records per
+// side (millions of pairs) costs no memory beyond the exchanges after the join.
+//
 // Run report (run_report::stage(name), default name "join"): in = records of both
 // sides, out = results, late, discarded, peak_state = most records stored at once (sum of
 // the per-worker peaks).

@@ -40,6 +40,10 @@
 // Operators other than window() on a keyed stream (map, filter, flat_map, window_sort,
 // sink) act on the values, on the key's worker, and return a plain rill::stream.
 //
+// Firing is bounded by downstream capacity (docs/design.md "Bounded emission"): a window
+// stops at its next key when the exchange after it is full and continues on a later loop
+// turn (<rill/operators/resumable.hpp>); inputs that arrive meanwhile are held in order.
+//
 // Thread safety: building streams is single-threaded; each stage instance runs on its
 // worker (docs/design.md "Runtime"). User functions are copied once per worker.
 #pragma once

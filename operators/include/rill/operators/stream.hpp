@@ -564,9 +564,11 @@ class stream {
 
   /// Event-time tumbling windows, sorted (see <rill/operators/window_sort.hpp> for the
   /// exact rules). Emits one rill::window<T> per fired window, with event time end - 1 ns,
-  /// and forwards its watermark as the downstream frontier. `late` is the late side output
-  /// (called on the worker; nullptr = count only). Throws config_error from run() when
-  /// options are invalid.
+  /// and forwards its watermark as the downstream frontier. Firing is bounded by
+  /// downstream capacity: it stops before a window when downstream is not ready and
+  /// continues on a later loop turn (<rill/operators/resumable.hpp>). `late` is the late
+  /// side output (called on the worker; nullptr = count only). Throws config_error from
+  /// run() when options are invalid.
   template <class Late = std::nullptr_t>
   stream<window<T>> window_sort(window_sort_options opts, Late late = nullptr) && {
     opts.validate();
