@@ -127,6 +127,7 @@ class fiber_call {
       before_in();
       fiber_ = boost::context::fiber{};
       after_out();
+      after_final();
     }
 #if RILL_FIBER_TSAN
     __tsan_destroy_fiber(tsan_fiber_);
@@ -198,6 +199,7 @@ class fiber_call {
     before_in();
     fiber_ = std::move(fiber_).resume();
     after_out();
+    if (!fiber_) after_final();  // the fiber's function returned (only when stopping)
   }
   bool finish() {
     if (error_) {
@@ -236,12 +238,19 @@ class fiber_call {
     __sanitizer_finish_switch_fiber(fiber_fake_, &caller_bottom_, &caller_size_);
 #endif
   }
+  // The fiber's last switch out. ThreadSanitizer stays on the fiber's state until the
+  // caller has control again (after_final): the frames that return after this point (the
+  // fiber's function, Boost.Context's entry record) were entered on the fiber, and their
+  // exits on the caller's shadow stack would pop frames the caller never pushed (a thread
+  // that destroys fibers would underflow it).
   void before_final() {
-#if RILL_FIBER_TSAN
-    __tsan_switch_to_fiber(tsan_caller_, 0);
-#endif
 #if RILL_FIBER_ASAN
     __sanitizer_start_switch_fiber(nullptr, caller_bottom_, caller_size_);
+#endif
+  }
+  void after_final() {
+#if RILL_FIBER_TSAN
+    __tsan_switch_to_fiber(tsan_caller_, 0);
 #endif
   }
 
