@@ -33,14 +33,15 @@ using rill_test::mix;
 using rill_test::sanitized;
 
 /// The sink: counts, checksums and checks the order. Every 2^20 records it stalls for
-/// 2^22 rounds of mix() (a consumer that falls behind for a while, without a clock), so
-/// that an emitter which ignored a full exchange would run far ahead of it.
+/// 2^stall_log2 rounds of mix() (a consumer that falls behind for a while, without a
+/// clock), so that an emitter which ignored a full exchange would run far ahead of it.
 struct tally {
   std::atomic<std::uint64_t> count{0}, sum{0}, out_of_order{0}, next{0}, stall_sink{0};
+  int stall_log2 = 22;
   void add(std::uint64_t v) {  // one worker only (every record has the same key)
     if ((v & ((1u << 20) - 1)) == 0) {
       std::uint64_t x = v;
-      for (int i = 0; i < (1 << 22); ++i) x = mix(x + 1);
+      for (int i = 0; i < (1 << stall_log2); ++i) x = mix(x + 1);
       stall_sink.store(x, std::memory_order_relaxed);
     }
     if (v != next.load(std::memory_order_relaxed)) out_of_order.fetch_add(1, std::memory_order_relaxed);
@@ -119,12 +120,15 @@ TEST(flat_map, emit_form_emits_30m_records_in_bounded_memory_across_workers) {
 //     -> key_by(k) -> sink
 // flat_map stops when rebalance's batch is full and no ring takes it (ready()), and the
 // ring's consumers stop draining while key_by's exchange is full: nothing holds the
-// records. Two workers share the ring, so the sink sees them in any order.
+// records. Two workers share the ring, so the sink sees them in any order. The sink
+// stalls 8 times as long as above: a producer that grows its batch while the ring is full
+// runs 40 MB ahead of it during one stall (two workers).
 void run_rebalanced(std::size_t workers) {
   const std::uint64_t n = rill_test::stress_scaled(5'000'000);
   std::vector<rill::record<std::uint64_t>> in;
   for (std::uint64_t i = 0; i < 3; ++i) in.push_back({i, rill::event_time{std::chrono::seconds{i}}});
   auto t = std::make_shared<tally>();
+  t->stall_log2 = 25;
   const int key = key_owned_by(workers - 1, workers);
   rill::runtime rt{{.workers = workers, .topology = workers == 1 ? "1 node x 1 core" : "1 node x 2 cores"}};
   auto j = rill::from(rill::vector_source<std::uint64_t>{in})
