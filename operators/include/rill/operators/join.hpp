@@ -159,10 +159,10 @@ decltype(auto) call_join_fn(F& f, const K& k, const A& a, BArg&& b) {
 
 /// One input of a join instance, run now or held while the instance is suspended: a left
 /// record (a), a right record (b), a progress marker or end of input `in` of side `s`, a
-/// tick (now).
+/// tick (now), a firing (what a marker observed on the loop's stack made due).
 template <class A, class B>
 struct join_call {
-  enum class kind : std::uint8_t { left, right, progress, end, tick } k;
+  enum class kind : std::uint8_t { left, right, progress, end, tick, fire } k;
   join_side s = join_side::left;
   std::size_t in = 0;
   event_time t{};
@@ -194,7 +194,17 @@ struct join_stage final
       if constexpr (S == join_side::left) owner->submit({call::kind::left, S, in, {}, {}, std::move(r), std::nullopt});
       else owner->submit({call::kind::right, S, in, {}, {}, std::nullopt, std::move(r)});
     }
+    // A marker that makes nothing due is taken on the loop's stack (the exchange sends
+    // one with nearly every record: its frontier).
     void on_progress(std::size_t in, event_time t) override {
+      if (!owner->busy()) {
+        owner->st->observe(S, in, t, owner->now());
+        if (!owner->st->due()) {
+          owner->st->advance_quiet();
+          return owner->advance();
+        }
+        return owner->submit({call::kind::fire, S, in, {}, {}, std::nullopt, std::nullopt});
+      }
       owner->submit({call::kind::progress, S, in, t, {}, std::nullopt, std::nullopt});
     }
     void on_end(std::size_t in) override {
@@ -287,6 +297,12 @@ struct join_stage final
       case call::kind::tick: {
         emit e{this};
         st->tick(k.now, e);
+        advance();
+        break;
+      }
+      case call::kind::fire: {
+        emit e{this};
+        st->advance_due(e);
         advance();
         break;
       }

@@ -267,8 +267,11 @@ class keyed_window_aggregator {
     }
     tracker_.observe(input, advances ? t : event_time_min, now);
   }
-  /// Whether a (key, window) result is due: fire() (or any call but fold_on_time) would
-  /// emit. O(1).
+  /// progress() without its firing: observes t for `input`. Then due() says whether
+  /// fire() has work. Precondition: input < inputs. noexcept.
+  void observe(std::size_t input, event_time t, steady_time now) noexcept { tracker_.observe(input, t, now); }
+  /// Whether a (key, window) result is due: fire() (or any call but fold_on_time and
+  /// observe) would emit. O(1).
   bool due() const noexcept {
     if constexpr (detail::is_session<Assigner>) {
       return !timers_.empty() && timers_.begin()->first <= tracker_.current();

@@ -275,7 +275,14 @@ struct window_sort_stage final : stage_in<T>, resumable_stage<window_sort_stage<
     }
     this->submit({call::kind::record, in, {}, {}, std::move(r)});
   }
+  // A marker that makes no window due is observed on the loop's stack (the exchange
+  // sends one with nearly every record: its frontier).
   void on_progress(std::size_t in, event_time t) override {
+    if (!this->busy()) {
+      sorter.observe(in, t, now());
+      if (!sorter.due()) return advance();
+      return this->submit({call::kind::fire, 0, {}, {}, std::nullopt});
+    }
     this->submit({call::kind::progress, in, t, {}, std::nullopt});
   }
   void on_end(std::size_t in) override { this->submit({call::kind::end, in, {}, {}, std::nullopt}); }

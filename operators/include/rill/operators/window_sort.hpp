@@ -243,6 +243,9 @@ class window_sorter {
     buffer(detail::window_start_saturating(t, options_.length), std::move(r));
     return true;
   }
+  /// progress() without its firing: observes t for `input` (marks it active). Then due()
+  /// says whether fire() has work. Precondition: input < inputs. noexcept.
+  void observe(std::size_t input, event_time t, steady_time now) noexcept { tracker_.observe(input, t, now); }
   /// Whether a window is due: W >= the end of the oldest open window (fire() emits it).
   bool due() const noexcept {
     return !windows_.empty() && end_of(windows_.begin()->first) <= tracker_.current();
