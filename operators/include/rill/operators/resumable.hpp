@@ -58,8 +58,9 @@
 // Why a fiber and not a cursor per operator: a firing loop's place (a hash table
 // iterator, the window being merged, the session timer bucket) is the loop's own frame;
 // keeping that frame costs one stack per instance, mapped lazily, and no operator's state
-// machine changes. A stage runs on the fiber only calls that may emit: a record that
-// arrives on time and makes nothing due is folded on the loop's stack (no switch).
+// machine changes. A window stage runs on the fiber only calls that may emit: a record
+// that arrives on time and a progress marker that make nothing due are taken on the
+// loop's stack (no switch). A join runs each record on the fiber (two switches).
 //
 // Thread safety: an instance and its fiber live on one worker; every member is called on
 // that worker's thread. Errors: an exception from a call (a user function, the sink) is
