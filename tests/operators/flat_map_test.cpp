@@ -8,9 +8,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <memory>
 #include <ranges>
 #include <stdexcept>
@@ -18,15 +15,11 @@
 #include <vector>
 
 #include "rill/core/runtime.hpp"
+#include "key_owner.hpp"
+#include "peak_memory.hpp"
 
 using namespace std::chrono_literals;
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitized = true;  // shadow memory and quarantines: RSS says nothing there
-#else
-constexpr bool sanitized = false;
-#endif
 
 /// Peak memory bound of one run above the process's resident size at its start,
 /// independent of N: the exchange holds at most 64 inbox batches + 1 pending batch of 256
@@ -35,50 +28,20 @@ constexpr bool sanitized = false;
 /// 40 MB and more.
 constexpr long bound_kb = 16 * 1024;
 
-std::uint64_t scaled(std::uint64_t n) {
-  if (const char* s = std::getenv("RILL_STRESS_SCALE")) n /= std::uint64_t(std::max(1L, std::atol(s)));
-  return n;
-}
-
-/// "VmRSS" or "VmHWM" of this process, kB (Linux /proc/self/status).
-long status_kb(const char* field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  const std::size_t n = std::strlen(field);
-  while (std::getline(f, line))
-    if (line.compare(0, n, field) == 0 && line.size() > n && line[n] == ':') return std::atol(line.c_str() + n + 1);
-  return -1;
-}
-/// Resets VmHWM to the current resident size (Linux: "5" > /proc/self/clear_refs).
-bool reset_peak() {
-  std::ofstream f("/proc/self/clear_refs");
-  f << "5";
-  f.flush();
-  return bool(f);
-}
-
-std::uint64_t mix(std::uint64_t v) {  // order-independent checksum term
-  v ^= v >> 33;
-  v *= 0xff51afd7ed558ccdULL;
-  v ^= v >> 33;
-  return v;
-}
-
-/// A key of int owned by worker `to` of `workers` (key_by's rule: mix(hash) % workers).
-int key_owned_by(std::size_t to, std::size_t workers) {
-  for (int k = 0;; ++k)
-    if (rill::detail::mix_hash(rill::default_hash<int>{}(k)) % workers == to) return k;
-}
+using rill_test::key_owned_by;
+using rill_test::mix;
+using rill_test::sanitized;
 
 /// The sink: counts, checksums and checks the order. Every 2^20 records it stalls for
-/// 2^22 rounds of mix() (a consumer that falls behind for a while, without a clock), so
-/// that an emitter which ignored a full exchange would run far ahead of it.
+/// 2^stall_log2 rounds of mix() (a consumer that falls behind for a while, without a
+/// clock), so that an emitter which ignored a full exchange would run far ahead of it.
 struct tally {
   std::atomic<std::uint64_t> count{0}, sum{0}, out_of_order{0}, next{0}, stall_sink{0};
+  int stall_log2 = 22;
   void add(std::uint64_t v) {  // one worker only (every record has the same key)
     if ((v & ((1u << 20) - 1)) == 0) {
       std::uint64_t x = v;
-      for (int i = 0; i < (1 << 22); ++i) x = mix(x + 1);
+      for (int i = 0; i < (1 << stall_log2); ++i) x = mix(x + 1);
       stall_sink.store(x, std::memory_order_relaxed);
     }
     if (v != next.load(std::memory_order_relaxed)) out_of_order.fetch_add(1, std::memory_order_relaxed);
@@ -100,7 +63,7 @@ struct emission_case {
 //   vector_source(3 records: 0, 1, 2) -> flat_map(i -> i*N .. i*N+N-1) -> key_by(k) -> sink
 //                                         worker 0                  exchange -> worker `to`
 void run_case(const emission_case& c) {
-  const std::uint64_t n = scaled(c.per_input);
+  const std::uint64_t n = rill_test::stress_scaled(c.per_input);
   std::vector<rill::record<std::uint64_t>> in;
   for (std::uint64_t i = 0; i < 3; ++i) in.push_back({i, rill::event_time{std::chrono::seconds{i}}});
   auto t = std::make_shared<tally>();
@@ -120,10 +83,9 @@ void run_case(const emission_case& c) {
                           })
                           .key_by(by_key)
                           .sink(sink);
-  const bool peak_known = reset_peak();
-  const long base_kb = status_kb("VmRSS");
+  rill_test::peak_window peak;
   auto rep = rt.run(j);
-  const long peak_kb = status_kb("VmHWM");
+  const long above_kb = peak.above_base_kb();
 
   std::uint64_t want_sum = 0;  // brute force over every value the flat_map emits
   for (std::uint64_t v = 0; v < 3 * n; ++v) want_sum += mix(v);
@@ -135,9 +97,9 @@ void run_case(const emission_case& c) {
   static_assert(sizeof(rill::detail::envelope<rill::detail::keyed<std::uint64_t>>) <= 128);
   std::printf("flat_map %s, %zu worker(s) -> worker %zu, %llu records: peak RSS %ld kB above base %ld kB\n",
               c.f == form::range ? "range" : "emit", c.workers, c.to, (unsigned long long)(3 * n),
-              peak_kb - base_kb, base_kb);
-  if (!sanitized && peak_known && base_kb > 0) {
-    EXPECT_LT(peak_kb - base_kb, bound_kb);
+              above_kb, peak.base_kb());
+  if (!sanitized && peak.known()) {
+    EXPECT_LT(above_kb, bound_kb);
   }
 }
 
@@ -153,6 +115,46 @@ TEST(flat_map, emit_form_emits_30m_records_in_bounded_memory_one_worker) {
 TEST(flat_map, emit_form_emits_30m_records_in_bounded_memory_across_workers) {
   run_case({form::emit, 2, 1, 10'000'000});
 }
+// Graph (W workers; the sink's key owned by worker W - 1; the source's split on worker 0):
+//   vector_source(3 records: 0, 1, 2) -> flat_map(i -> i*N .. i*N+N-1) -> rebalance
+//     -> key_by(k) -> sink
+// flat_map stops when rebalance's batch is full and no ring takes it (ready()), and the
+// ring's consumers stop draining while key_by's exchange is full: nothing holds the
+// records. Two workers share the ring, so the sink sees them in any order. The sink
+// stalls 8 times as long as above: a producer that grows its batch while the ring is full
+// runs 40 MB ahead of it during one stall (two workers).
+void run_rebalanced(std::size_t workers) {
+  const std::uint64_t n = rill_test::stress_scaled(5'000'000);
+  std::vector<rill::record<std::uint64_t>> in;
+  for (std::uint64_t i = 0; i < 3; ++i) in.push_back({i, rill::event_time{std::chrono::seconds{i}}});
+  auto t = std::make_shared<tally>();
+  t->stall_log2 = 25;
+  const int key = key_owned_by(workers - 1, workers);
+  rill::runtime rt{{.workers = workers, .topology = workers == 1 ? "1 node x 1 core" : "1 node x 2 cores"}};
+  auto j = rill::from(rill::vector_source<std::uint64_t>{in})
+               .flat_map([n](std::uint64_t i) { return std::views::iota(i * n, i * n + n); })
+               .rebalance()
+               .key_by([key](const std::uint64_t&) { return key; })
+               .sink([t](std::uint64_t v) { t->add(v); });
+  rill_test::peak_window peak;
+  auto rep = rt.run(j);
+  const long above_kb = peak.above_base_kb();
+
+  std::uint64_t want_sum = 0;
+  for (std::uint64_t v = 0; v < 3 * n; ++v) want_sum += mix(v);
+  EXPECT_EQ(t->count.load(), 3 * n);
+  EXPECT_EQ(t->sum.load(), want_sum);
+  EXPECT_TRUE(rep.errors.empty());
+  std::printf("flat_map through rebalance, %zu worker(s), %llu records: peak RSS %ld kB above base %ld kB\n",
+              workers, (unsigned long long)(3 * n), above_kb, peak.base_kb());
+  if (!sanitized && peak.known()) {
+    EXPECT_LT(above_kb, bound_kb);
+  }
+}
+
+TEST(flat_map, emits_15m_records_through_rebalance_in_bounded_memory_one_worker) { run_rebalanced(1); }
+TEST(flat_map, emits_15m_records_through_rebalance_in_bounded_memory_two_workers) { run_rebalanced(2); }
+
 // The consumer is the emitting worker itself: key_by hands every record over in place.
 TEST(flat_map, emitting_into_its_own_worker_completes_two_workers) {
   run_case({form::emit, 2, 0, 1'000'000});
@@ -164,7 +166,7 @@ TEST(flat_map, emitting_into_its_own_worker_completes_two_workers) {
 // The progress markers that arrive while flat_map is suspended wait for the records before
 // them: no record is late, and each window holds exactly its input's copies.
 TEST(flat_map, held_progress_never_overtakes_suspended_records) {
-  const std::uint64_t n = scaled(100'000);
+  const std::uint64_t n = rill_test::stress_scaled(100'000);
   std::vector<rill::record<std::uint64_t>> in;
   for (std::uint64_t i = 0; i < 3; ++i) in.push_back({i, rill::event_time{std::chrono::seconds{10 * i}}});
   struct row {

@@ -29,7 +29,11 @@
 // scheduling when disorder approaches the max delay (without rebalance it does not).
 //
 // Backpressure: a producer whose batch no ring can take keeps it and reports on_flush()
-// == false; its source stops reading and retries on a timer.
+// == false; its source stops reading and retries on a timer. Bounded emission
+// (docs/design.md "Bounded emission"): ready(p) is false while the producer's batch is
+// full and no ring takes it, so an emitter before rebalance (flat_map, a firing window, a
+// join) suspends instead of growing that batch; a consumer drains a batch only while its
+// chain is ready() and otherwise tries again after `retry` (a timer on its loop).
 //
 // Thread safety: producer calls on the producing worker; drain/sync on the consuming
 // worker; checkpoints are guarded by a mutex per input (touched once per batch, never
@@ -88,13 +92,18 @@ class rebalance_exchange {
       if (w == worker) return i;
     return std::size_t(-1);
   }
-  /// Consumer on `worker` (node `node`): `post` runs a function on its loop.
+  /// Consumer on `worker` (node `node`): `post` runs a function on its loop; `retry` runs
+  /// one there later (a timer), for a drain that found its chain not ready (empty =
+  /// `post`). At most one drain of a consumer is scheduled at a time, so `retry` may use
+  /// one timer.
   void bind_consumer(std::size_t worker, std::size_t node, stage_in<T>* down,
-                     std::function<void(std::function<void()>)> post) {
+                     std::function<void(std::function<void()>)> post,
+                     std::function<void(std::function<void()>)> retry = {}) {
     auto& c = consumers_[worker];
     c = std::make_unique<consumer>(ring_.make_endpoint(worker, node));
     c->node = node;
     c->down = down;
+    c->retry = retry ? std::move(retry) : post;
     c->post = std::move(post);
     c->sent.assign(inputs_.size(), event_time_min);
     c->ended.assign(inputs_.size(), false);
@@ -116,6 +125,13 @@ class rebalance_exchange {
     producers_[p]->end_pending[local_input] = true;
     flush(p);
   }
+  /// Whether producer `p` may push without growing its batch past batch_records: the
+  /// batch has room, or it is full and a ring takes it now. On the producing worker only;
+  /// never blocks.
+  bool ready(std::size_t p) {
+    auto& pr = *producers_[p];
+    return pr.pending.size() < batch_records_ || send(p);
+  }
   /// Sends the pending batch and publishes checkpoints. False = backpressure.
   bool flush(std::size_t p) {
     auto& pr = *producers_[p];
@@ -126,12 +142,20 @@ class rebalance_exchange {
 
   // ---- consumer side (on the consuming worker) ----
 
-  /// Processes up to `max_batches` batches. True = stopped with work possibly left.
+  /// Processes up to `max_batches` batches, each only while the chain is ready(). True =
+  /// stopped with work possibly left; false with `waiting` set = the chain was not ready
+  /// (drain again after `retry`).
   bool drain(std::size_t worker, std::size_t max_batches = 16) {
     auto& c = *consumers_[worker];
     batch b;
     std::size_t n = 0;
+    c.waiting = false;
     for (; n < max_batches; ++n) {
+      if (!c.down->ready()) {
+        c.waiting = true;
+        sync(worker);
+        return false;
+      }
       if (!c.ep.try_pop(b)) break;
       for (auto& it : b) c.down->on_record(it.input, std::move(it.rec));
       const bool room = c.down->on_flush();
@@ -185,24 +209,26 @@ class rebalance_exchange {
       if (c.sleeping.exchange(false, std::memory_order_acq_rel)) schedule(w);
     }
   }
-  void schedule(std::size_t w) {
-    consumers_[w]->post([this, w] {
-      if (drain(w)) return schedule(w);
-      auto& c = *consumers_[w];
-      // Going to sleep without losing a wake-up (see `sleeping`): if a producer's wake()
-      // precedes this exchange, this acquire makes its push visible to was_size().
-      c.sleeping.exchange(true, std::memory_order_acq_rel);
-      if (!c.blocked && ring_.ring(c.node).was_size() != 0 &&
-          c.sleeping.exchange(false, std::memory_order_acq_rel)) {
-        schedule(w);
-      }
-    });
-  }
+  void schedule(std::size_t w) { consumers_[w]->post([this, w] { turn(w); }); }
   numa_ring<batch>& ring() noexcept { return ring_; }
   const numa_ring_counters& consumer_counters(std::size_t w) const { return consumers_[w]->ep.counters(); }
   const numa_ring_counters& producer_counters(std::size_t p) const { return producers_[p]->ep.counters(); }
 
  private:
+  // One scheduled drain of consumer `w` (on its worker): drains, then schedules the next
+  // one, waits for its chain (retry), or goes to sleep.
+  void turn(std::size_t w) {
+    if (drain(w)) return schedule(w);
+    auto& c = *consumers_[w];
+    if (c.waiting) return c.retry([this, w] { turn(w); });  // stays scheduled: no wake() needed
+    // Going to sleep without losing a wake-up (see `sleeping`): if a producer's wake()
+    // precedes this exchange, this acquire makes its push visible to was_size().
+    c.sleeping.exchange(true, std::memory_order_acq_rel);
+    if (!c.blocked && ring_.ring(c.node).was_size() != 0 && c.sleeping.exchange(false, std::memory_order_acq_rel)) {
+      schedule(w);
+    }
+  }
+
   struct input_state {
     std::mutex mu;
     std::deque<std::pair<std::uint64_t, event_time>> checkpoints;  // (records pushed, frontier)
@@ -226,10 +252,11 @@ class rebalance_exchange {
     typename numa_ring<batch>::endpoint ep;
     std::size_t node = 0;
     stage_in<T>* down = nullptr;
-    std::function<void(std::function<void()>)> post;
+    std::function<void(std::function<void()>)> post, retry;
     std::vector<event_time> sent;
     std::vector<bool> ended;
     bool blocked = false;  // downstream full at the last drain
+    bool waiting = false;  // the last drain found the chain not ready: retry, not sleep
     // True while no drain of this consumer is scheduled. Every write is an acq_rel
     // exchange, so all writes form one release sequence: a consumer going to sleep either
     // synchronises with the last producer's wake() (and sees its push) or that wake()

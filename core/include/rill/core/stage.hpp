@@ -35,7 +35,8 @@
 //     false when a bounded queue downstream is full: the caller (a source) must stop
 //     reading and retry later — this is how backpressure reaches the source.
 //   - ready(): whether a record given now goes straight on; false = an emitter that can
-//     stop (flat_map, an exchange drain) stops and continues on a later loop turn.
+//     stop (flat_map, a firing window, a join, an exchange or ring drain) stops and
+//     continues on a later loop turn.
 //
 // Thread safety: an instance is confined to its worker. No locks in stage code.
 #pragma once
@@ -74,8 +75,9 @@ class stage_in {
   /// buffered, true.
   virtual bool on_flush() { return true; }
   /// Whether a record given now goes straight on (no bounded queue downstream is full
-  /// and no stage on the way is suspended). An emitter that can stop midway (flat_map)
-  /// asks before each output and, on false, stops and continues on a later loop turn
+  /// and no stage on the way is suspended). An emitter that can stop midway (flat_map,
+  /// window_sort, the keyed windows, the joins: <rill/operators/resumable.hpp>) asks
+  /// before each output and, on false, stops and continues on a later loop turn
   /// (docs/design.md "Bounded emission"); a record given anyway is still taken (held
   /// or queued). Cheap (a few loads and virtual calls); never blocks. Default: true.
   virtual bool ready() { return true; }

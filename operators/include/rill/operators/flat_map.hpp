@@ -3,9 +3,9 @@
 //
 // Defines (internals of the DSL, in rill::detail: users write `.flat_map(f)`):
 //   rill::detail::emitter<U>             what the emit form's f(T&&, Emit&) calls: emit(u)
-//   rill::detail::fiber_call             runs a call on a stack of its own that may stop
-//                                        midway (yield) and be continued on a later turn
 //   rill::detail::flat_map_stage<T,U,F>  the operator instance, one per worker
+// (its fiber, rill::detail::fiber_call, and the emission constants are in
+// <rill/operators/resumable.hpp>)
 //
 // Example (compiled by tests/banner_examples.py; records 1 and 2 -> 10 and 20 outputs,
 // then two of each; nothing downstream holds more than the exchange's batches of them):
@@ -21,16 +21,16 @@
 // Bounded emission (docs/design.md "Bounded emission"). Before each output record the
 // stage asks downstream `ready()` (stage_in: false when an exchange's pending batch for
 // some destination could not be sent because that inbox is full, or a stage on the same
-// worker is itself suspended). When it is false, or after `flat_map_turn_records` outputs
+// worker is itself suspended). When it is false, or after `emit_turn_records` outputs
 // in one loop turn, the stage suspends: it returns to its caller and continues where it
 // left off on a later turn of its worker's loop — a posted handler when the last attempt
-// made progress (the turn budget ran out), otherwise a timer of `flat_map_retry` (the
+// made progress (the turn budget ran out), otherwise a timer of `emit_retry` (the
 // worker sleeps in its loop meanwhile; it never blocks and never spins).
 //   - Range form, R f(T&&): the place is the range object and its iterator, kept in the
 //     stage across turns. The range is consumed lazily, so a view (std::views::iota, a
 //     generator-like view) costs no memory for the outputs not yet taken.
 //   - Emit form, void f(T&&, Emit&): f runs on a fiber (Boost.Context, one per stage
-//     instance, `flat_map_stack_bytes` of stack mapped with a guard page and reused for
+//     instance, `fiber_stack_bytes` of stack mapped with a guard page and reused for
 //     every input record): emit(u) on a full downstream switches back to the worker's
 //     loop stack, and the next turn switches into f again, right after that emit. A
 //     stackful coroutine because f is the user's ordinary function: a C++20 coroutine
@@ -52,8 +52,6 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/context/fiber.hpp>
-#include <boost/context/protected_fixedsize_stack.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -69,182 +67,9 @@
 #include "rill/core/record.hpp"
 #include "rill/core/stage.hpp"
 #include "rill/core/worker.hpp"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define RILL_FIBER_ASAN 1
-#include <sanitizer/common_interface_defs.h>
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define RILL_FIBER_TSAN 1
-#include <sanitizer/tsan_interface.h>
-#endif
+#include "rill/operators/resumable.hpp"
 
 namespace rill::detail {
-
-/// Outputs one flat_map instance emits in one loop turn before it lets other handlers of
-/// its worker run (it continues on the next turn).
-inline constexpr std::size_t flat_map_turn_records = 4096;
-/// Delay before a suspended flat_map looks at its downstream again after an attempt that
-/// emitted nothing (downstream full).
-inline constexpr std::chrono::microseconds flat_map_retry{100};
-/// Stack of the emit form's fiber, bytes (mapped lazily: untouched pages cost nothing;
-/// a guard page below it turns an overflow into a fault).
-inline constexpr std::size_t flat_map_stack_bytes = 256 * 1024;
-
-/// A call that runs on a stack of its own and may stop midway: `start` enters it,
-/// `yield` (from inside) goes back to whoever entered it, `resume` continues it. One
-/// fiber serves every call in turn (no stack allocated per call). Confined to one thread
-/// at a time; not movable (the fiber refers to it).
-class fiber_call {
- public:
-  fiber_call() = default;
-  fiber_call(const fiber_call&) = delete;
-  fiber_call& operator=(const fiber_call&) = delete;
-  ~fiber_call() {
-    if (!fiber_) return;
-    if (!fn_) {  // idle between calls: let the loop return normally
-      stopping_ = true;
-      enter();
-    } else {  // suspended mid-call: Boost.Context unwinds it with forced_unwind
-      before_in();
-      fiber_ = boost::context::fiber{};
-      after_out();
-    }
-#if RILL_FIBER_TSAN
-    __tsan_destroy_fiber(tsan_fiber_);
-#endif
-  }
-
-  /// Starts `fn(arg)` on the fiber. Returns true when it returned, false when it yielded
-  /// (call resume() later). Precondition: no call in progress. Rethrows what fn threw.
-  bool start(void (*fn)(void*), void* arg) {
-    fn_ = fn;
-    arg_ = arg;
-    if (!fiber_) create();
-    enter();
-    return finish();
-  }
-  /// Continues the call in progress; same result as start().
-  bool resume() {
-    enter();
-    return finish();
-  }
-  /// From inside the call only: back to the start()/resume() that entered it.
-  void yield() {
-    before_out();
-    caller_ = std::move(caller_).resume();
-    after_in();
-  }
-  bool in_call() const noexcept { return fn_ != nullptr; }
-
- private:
-  struct stack {  // protected_fixedsize_stack that tells the owner where the stack is (ASan)
-    boost::context::protected_fixedsize_stack inner{flat_map_stack_bytes};
-    fiber_call* owner;
-    boost::context::stack_context allocate() {
-      auto sc = inner.allocate();
-      owner->stack_bottom_ = static_cast<char*>(sc.sp) - sc.size;
-      owner->stack_size_ = sc.size;
-      return sc;
-    }
-    void deallocate(boost::context::stack_context& sc) noexcept { inner.deallocate(sc); }
-  };
-
-  void create() {
-#if RILL_FIBER_TSAN
-    tsan_fiber_ = __tsan_create_fiber(0);
-#endif
-    fiber_ = boost::context::fiber{std::allocator_arg, stack{{}, this}, [this](boost::context::fiber&& c) {
-      caller_ = std::move(c);
-      after_in();
-      while (!stopping_) {
-        try {
-          fn_(arg_);
-        } catch (const boost::context::detail::forced_unwind&) {  // ~fiber_call mid-call
-          after_in();  // the unwind entered the fiber without passing yield()'s return
-          before_final();
-          throw;
-        } catch (...) {
-          error_ = std::current_exception();
-        }
-        fn_ = nullptr;
-        arg_ = nullptr;
-        if (stopping_) break;
-        yield();
-      }
-      before_final();
-      return std::move(caller_);
-    }};
-  }
-  void enter() {
-    before_in();
-    fiber_ = std::move(fiber_).resume();
-    after_out();
-  }
-  bool finish() {
-    if (error_) {
-      fn_ = nullptr;
-      arg_ = nullptr;
-      std::rethrow_exception(std::exchange(error_, nullptr));
-    }
-    return fn_ == nullptr;
-  }
-
-  // Sanitizer bookkeeping of the stack switches (no code without a sanitizer).
-  void before_in() {
-#if RILL_FIBER_TSAN
-    tsan_caller_ = __tsan_get_current_fiber();
-    __tsan_switch_to_fiber(tsan_fiber_, 0);
-#endif
-#if RILL_FIBER_ASAN
-    __sanitizer_start_switch_fiber(&caller_fake_, stack_bottom_, stack_size_);
-#endif
-  }
-  void after_out() {
-#if RILL_FIBER_ASAN
-    __sanitizer_finish_switch_fiber(caller_fake_, nullptr, nullptr);
-#endif
-  }
-  void before_out() {
-#if RILL_FIBER_TSAN
-    __tsan_switch_to_fiber(tsan_caller_, 0);
-#endif
-#if RILL_FIBER_ASAN
-    __sanitizer_start_switch_fiber(&fiber_fake_, caller_bottom_, caller_size_);
-#endif
-  }
-  void after_in() {
-#if RILL_FIBER_ASAN
-    __sanitizer_finish_switch_fiber(fiber_fake_, &caller_bottom_, &caller_size_);
-#endif
-  }
-  void before_final() {
-#if RILL_FIBER_TSAN
-    __tsan_switch_to_fiber(tsan_caller_, 0);
-#endif
-#if RILL_FIBER_ASAN
-    __sanitizer_start_switch_fiber(nullptr, caller_bottom_, caller_size_);
-#endif
-  }
-
-  boost::context::fiber fiber_, caller_;
-  void (*fn_)(void*) = nullptr;
-  void* arg_ = nullptr;
-  std::exception_ptr error_;
-  bool stopping_ = false;
-  [[maybe_unused]] const void* stack_bottom_ = nullptr;
-  [[maybe_unused]] std::size_t stack_size_ = 0;
-#if RILL_FIBER_ASAN
-  void* caller_fake_ = nullptr;
-  void* fiber_fake_ = nullptr;
-  const void* caller_bottom_ = nullptr;
-  std::size_t caller_size_ = 0;
-#endif
-#if RILL_FIBER_TSAN
-  void* tsan_fiber_ = nullptr;
-  void* tsan_caller_ = nullptr;
-#endif
-};
 
 /// What an output of flat_map carries besides its value: the input's time, position and
 /// ack token (record.hpp, acks), and its logical input.
@@ -325,7 +150,7 @@ struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map
   void on_record(std::size_t in, record<T>&& r) override {
     if (busy()) return hold(held{held::kind::record, in, {}, std::move(r)});
     operator_scope running{slot, name};  // covers the stages downstream too: they mark themselves
-    e_.budget = flat_map_turn_records;
+    e_.budget = emit_turn_records;
     begin(in, std::move(r));
     if (!run()) suspend();
   }
@@ -397,7 +222,7 @@ struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map
 
   void suspend() {
     suspended_ = true;
-    const bool progressed = e_.budget != flat_map_turn_records;
+    const bool progressed = e_.budget != emit_turn_records;
     down->on_flush();  // what the exchange holds goes out now where it can
     std::weak_ptr<flat_map_stage> self = this->weak_from_this();
     if (progressed) {
@@ -406,7 +231,7 @@ struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map
       });
     } else {
       if (!timer_) timer_.emplace(w->context());
-      timer_->expires_after(flat_map_retry);
+      timer_->expires_after(emit_retry);
       timer_->async_wait([self](const boost::system::error_code& ec) {
         if (auto s = self.lock(); s && !ec) s->resume();
       });
@@ -418,7 +243,7 @@ struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map
     turn_scope turn{w};
     operator_scope running{slot, name};
     down->on_flush();
-    e_.budget = flat_map_turn_records;
+    e_.budget = emit_turn_records;
     if (!run()) return suspend();
     while (!held_.empty()) {
       held h = std::move(held_.front());

@@ -70,6 +70,12 @@
 //     state unemitted, fails its tokens (a Kafka source re-reads it after a restart) and
 //     counts the dropped records in `discarded`; stop_policy::fire ends as a clean end.
 //
+// Bounded output (docs/design.md "Bounded emission"): every call of a join instance runs
+// on its fiber (<rill/operators/resumable.hpp>) and stops before a result when downstream
+// is not ready, continuing at the next pair on a later loop turn; inputs of both sides
+// that arrive meanwhile are held in arrival order. A key with thousands of records per
+// side (millions of pairs) costs no memory beyond the exchanges after the join.
+//
 // Run report (run_report::stage(name), default name "join"): in = records of both
 // sides, out = results, late, discarded, peak_state = most records stored at once (sum of
 // the per-worker peaks).
@@ -83,6 +89,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -94,6 +101,7 @@
 #include "rill/core/runtime.hpp"
 #include "rill/core/stage.hpp"
 #include "rill/operators/join_state.hpp"
+#include "rill/operators/resumable.hpp"
 #include "rill/operators/stream.hpp"
 #include "rill/operators/window.hpp"
 
@@ -149,22 +157,66 @@ decltype(auto) call_join_fn(F& f, const K& k, const A& a, BArg&& b) {
   else return f(a, std::forward<BArg>(b));
 }
 
+/// One input of a join instance, run now or held while the instance is suspended: a left
+/// record (a), a right record (b), a progress marker or end of input `in` of side `s`, a
+/// tick (now), a firing (what a marker observed on the loop's stack made due).
+template <class A, class B>
+struct join_call {
+  enum class kind : std::uint8_t { left, right, progress, end, tick, fire } k;
+  join_side s = join_side::left;
+  std::size_t in = 0;
+  event_time t{};
+  steady_time now{};
+  std::optional<record<keyed<A>>> a;
+  std::optional<record<keyed<B>>> b;
+};
+
 /// One join instance on one worker: both sides' inputs lead here (left_in, right_in).
+/// Output is bounded by downstream capacity: every call runs on the instance's fiber and
+/// stops before a result when downstream is not ready, continuing on a later loop turn at
+/// the next pair (<rill/operators/resumable.hpp>); inputs of either side that arrive
+/// meanwhile are held in arrival order.
 template <class Spec, class K, class A, class KeyA, class B, class KeyB, class F, bool Outer, class R,
           class LateL, class LateR>
-struct join_stage {
+struct join_stage final
+    : resumable_stage<join_stage<Spec, K, A, KeyA, B, KeyB, F, Outer, R, LateL, LateR>, join_call<A, B>> {
   using maker = join_state_of<Spec, K, A, B>;
   using state_t = typename maker::type;
+  using call = join_call<A, B>;
 
   template <join_side S, class V, class KeyFn>
   struct side_in final : stage_in<keyed<V>> {
     join_stage* owner = nullptr;
     KeyFn key;
     explicit side_in(KeyFn k) : key(std::move(k)) {}
-    void on_record(std::size_t in, record<keyed<V>>&& r) override { owner->template push<S>(key, in, std::move(r)); }
-    void on_progress(std::size_t in, event_time t) override { owner->progress(S, in, t); }
-    void on_end(std::size_t in) override { owner->end(S, in); }
-    bool on_flush() override { return owner->down->on_flush(); }
+    void on_record(std::size_t in, record<keyed<V>>&& r) override {
+      owner->c->add(owner->c->in);
+      if constexpr (S == join_side::left) owner->submit({call::kind::left, S, in, {}, {}, std::move(r), std::nullopt});
+      else owner->submit({call::kind::right, S, in, {}, {}, std::nullopt, std::move(r)});
+    }
+    // A marker that makes nothing due is taken on the loop's stack (the exchange sends
+    // one with nearly every record: its frontier).
+    void on_progress(std::size_t in, event_time t) override {
+      if (!owner->busy()) {
+        owner->st->observe(S, in, t, owner->now());
+        if (!owner->st->due()) {
+          owner->st->advance_quiet();
+          return owner->advance();
+        }
+        return owner->submit({call::kind::fire, S, in, {}, {}, std::nullopt, std::nullopt});
+      }
+      owner->submit({call::kind::progress, S, in, t, {}, std::nullopt, std::nullopt});
+    }
+    void on_end(std::size_t in) override {
+      owner->submit({call::kind::end, S, in, {}, {}, std::nullopt, std::nullopt});
+    }
+    /// Pushes downstream buffers on; false while the join is busy (suspended or holding).
+    bool on_flush() override {
+      const bool d = owner->down->on_flush();
+      return d && !owner->busy();
+    }
+    /// False while the join is busy, else downstream's answer.
+    bool ready() override { return !owner->busy() && owner->down->ready(); }
   };
 
   // What the state machine emits into.
@@ -173,6 +225,7 @@ struct join_stage {
     join_stage* s;
     void pair(const K& k, const A& a, const B& b, event_time t, std::shared_ptr<ack_token>&& ack) {
       s->c->add(s->c->out);
+      s->gate();
       if constexpr (Outer)
         s->down->on_record(0, record<R>{R(call_join_fn(s->fn, k, a, &b)), t, std::nullopt, std::move(ack)});
       else
@@ -181,6 +234,7 @@ struct join_stage {
     void left_only(const K& k, const A& a, event_time t, const std::shared_ptr<ack_token>& ack) {
       if constexpr (Outer) {
         s->c->add(s->c->out);
+        s->gate();
         s->down->on_record(0, record<R>{R(call_join_fn(s->fn, k, a, static_cast<const B*>(nullptr))), t,
                                         std::nullopt, ack});
       }
@@ -202,12 +256,14 @@ struct join_stage {
   std::size_t inputs_left = 0;
   event_time sent = event_time_min;
 
-  join_stage(Spec sp, join_options o, F f, LateL ll, LateR lr, KeyA ka, KeyB kb, runtime* r, stage_counters* cs)
-      : spec(sp), opts(o), fn(std::move(f)), late_l(std::move(ll)), late_r(std::move(lr)), rt(r), c(cs),
-        left_in(std::move(ka)), right_in(std::move(kb)) {
+  join_stage(Spec sp, join_options o, F f, LateL ll, LateR lr, KeyA ka, KeyB kb, runtime* r, stage_counters* cs,
+             worker* w)
+      : resumable_stage<join_stage, call>(w), spec(sp), opts(o), fn(std::move(f)), late_l(std::move(ll)),
+        late_r(std::move(lr)), rt(r), c(cs), left_in(std::move(ka)), right_in(std::move(kb)) {
     left_in.owner = this;
     right_in.owner = this;
   }
+  ~join_stage() { this->unwind(); }
 
   /// Build time: side `s` has `n` inputs; the state is made once both sides are known.
   void bind(join_side s, std::size_t n) {
@@ -226,10 +282,38 @@ struct join_stage {
       down->on_progress(0, w);
     }
   }
+  /// The idle-input ticker; skipped while busy (the next tick does its work).
+  void tick(steady_time t) {
+    if (!this->busy()) this->submit({call::kind::tick, join_side::left, 0, {}, t, std::nullopt, std::nullopt});
+  }
 
+  // resumable_stage's hooks (on this worker).
+  void run_call(call& k) {
+    switch (k.k) {
+      case call::kind::left: push<join_side::left>(left_in.key, k.in, std::move(*k.a)); break;
+      case call::kind::right: push<join_side::right>(right_in.key, k.in, std::move(*k.b)); break;
+      case call::kind::progress: progress(k.s, k.in, k.t); break;
+      case call::kind::end: end(k.s, k.in); break;
+      case call::kind::tick: {
+        emit e{this};
+        st->tick(k.now, e);
+        advance();
+        break;
+      }
+      case call::kind::fire: {
+        emit e{this};
+        st->advance_due(e);
+        advance();
+        break;
+      }
+    }
+  }
+  bool down_ready() { return down->ready(); }
+  bool down_flush() { return down->on_flush(); }
+
+ private:
   template <join_side S, class V, class KeyFn>
   void push(KeyFn& key, std::size_t in, record<keyed<V>>&& r) {
-    c->add(c->in);
     const K k = key(static_cast<const V&>(r.value.value));
     const std::size_t h = r.value.hash;
     record<V> rec{std::move(r.value.value), r.time, r.position, std::move(r.ack)};
@@ -252,7 +336,7 @@ struct join_stage {
     st->progress(s, in, t, now(), e);
     advance();
   }
-  // As keyed windows: an input ended by a stop has not sent everything, so with
+  // As keyed windows: an input that ended by a stop has not sent everything, so with
   // stop_policy::discard the state is dropped instead of treating the input as +infinity.
   void end(join_side s, std::size_t in) {
     emit e{this};
@@ -263,11 +347,6 @@ struct join_stage {
       advance();
     }
     if (--inputs_left == 0) down->on_end(0);
-  }
-  void tick(steady_time t) {
-    emit e{this};
-    st->tick(t, e);
-    advance();
   }
 };
 
@@ -366,7 +445,7 @@ class join_stream {
       auto instance = [=, &jb](build_context& ctx) -> stage* {
         stage*& s = (*instances)[ctx.worker_id];
         if (!s) {
-          s = ctx.make<stage>(spec, o, f, ll, lr, ka, kb, &jb.rt(), &ctx.metrics->at(idx, ctx.worker_id));
+          s = ctx.make<stage>(spec, o, f, ll, lr, ka, kb, &jb.rt(), &ctx.metrics->at(idx, ctx.worker_id), ctx.w);
           auto sub = ctx;
           sub.inputs = 1;
           s->down = down(sub);

@@ -56,6 +56,7 @@
 #include <absl/container/inlined_vector.h>
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -192,6 +193,23 @@ class join_state_base {
     self().advance(out);
   }
 
+  /// progress() in two steps: observe() takes the marker; then, when due() is false,
+  /// advance_quiet() does the rest without emitting (expiry), and when it is true,
+  /// advance_due(out) emits what is due (a window join's windows). The interval join is
+  /// never due: it emits on arrival only. noexcept observe(); the others as progress().
+  void observe(join_side s, std::size_t input, event_time t, steady_time now) noexcept {
+    wm_.observe(s, input, t, now);
+  }
+  bool due() const noexcept { return self_c().due_now(); }
+  void advance_quiet() {
+    no_output out;
+    self().advance(out);
+  }
+  template <class Out>
+  void advance_due(Out& out) {
+    self().advance(out);
+  }
+
   /// W, the join's watermark (event_time_min = -infinity, event_time_max = +infinity).
   event_time watermark() const noexcept { return wm_.combined(); }
   const join_watermarks& watermarks() const noexcept { return wm_; }
@@ -226,7 +244,14 @@ class join_state_base {
   join_stats stats_;
 
  private:
+  // What advance_quiet() passes: called only if due() was wrong.
+  struct no_output {
+    static constexpr bool outer = false;
+    void pair(const K&, const A&, const B&, event_time, std::shared_ptr<ack_token>&&) { assert(!"not due"); }
+    void left_only(const K&, const A&, event_time, const std::shared_ptr<ack_token>&) { assert(!"not due"); }
+  };
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  const Derived& self_c() const noexcept { return static_cast<const Derived&>(*this); }
 };
 
 /// The interval join of one instance (see the banner). K the key (==, copyable), A the
@@ -264,6 +289,7 @@ class interval_join_state : public join_state_base<interval_join_state<K, A, B>,
   }
 
  private:
+  bool due_now() const noexcept { return false; }  // emits on arrival only
   using base::stats_;
   using base::wm_;
   template <class V>
@@ -427,6 +453,7 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
   }
 
  private:
+  bool due_now() const noexcept { return wm_.combined() >= next_fire_; }  // fire() has work
   using base::stats_;
   using base::wm_;
   // One record per side inline: most (slice, key) cells hold few records, and a heap

@@ -40,6 +40,10 @@
 // Operators other than window() on a keyed stream (map, filter, flat_map, window_sort,
 // sink) act on the values, on the key's worker, and return a plain rill::stream.
 //
+// Firing is bounded by downstream capacity (docs/design.md "Bounded emission"): a window
+// stops at its next key when the exchange after it is full and continues on a later loop
+// turn (<rill/operators/resumable.hpp>); inputs that arrive meanwhile are held in order.
+//
 // Thread safety: building streams is single-threaded; each stage instance runs on its
 // worker (docs/design.md "Runtime"). User functions are copied once per worker.
 #pragma once
@@ -55,6 +59,7 @@
 #include "rill/core/runtime.hpp"
 #include "rill/core/stage.hpp"
 #include "rill/operators/keyed_window.hpp"
+#include "rill/operators/resumable.hpp"
 #include "rill/operators/stream.hpp"
 #include "rill/operators/window.hpp"
 
@@ -64,10 +69,17 @@ struct join_options;  // <rill/operators/join.hpp>
 
 namespace detail {
 
+/// A keyed window's instance on one worker. Firing is bounded by downstream capacity:
+/// every call that may emit runs on the stage's fiber and stops, at the window's next key,
+/// when downstream is not ready (<rill/operators/resumable.hpp>); a record at or after the
+/// watermark that makes no window due is folded on the loop's stack.
 template <class K, class T, class KeyFn, class Assigner, class Agg, class Late, class Hash>
-struct keyed_window_stage final : stage_in<keyed<T>> {
+struct keyed_window_stage final
+    : stage_in<keyed<T>>,
+      resumable_stage<keyed_window_stage<K, T, KeyFn, Assigner, Agg, Late, Hash>, stage_call<keyed<T>>> {
   using aggregator = keyed_window_aggregator<K, T, Assigner, Agg, Hash>;
   using output = typename aggregator::output;
+  using call = stage_call<keyed<T>>;
   aggregator agg;
   KeyFn key;
   Late late_fn;
@@ -78,10 +90,12 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
   event_time sent = event_time_min;
 
   keyed_window_stage(Assigner a, window_options o, Agg g, std::size_t inputs, KeyFn k, Late l, Hash h, runtime* r,
-                     stage_counters* cs)
-      : agg(a, o, std::move(g), inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{},
+                     stage_counters* cs, worker* w)
+      : resumable_stage<keyed_window_stage, call>(w),
+        agg(a, o, std::move(g), inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{},
             std::move(h)),
         key(std::move(k)), late_fn(std::move(l)), rt(r), c(cs), inputs_left(inputs) {}
+  ~keyed_window_stage() override { this->unwind(); }
 
   steady_time now() const {
     return agg.options().idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{};
@@ -89,6 +103,7 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
   auto on_result() {
     return [this](record<output>&& r) {
       c->add(c->out);
+      this->gate();
       down->on_record(0, std::move(r));
     };
   }
@@ -161,23 +176,27 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
       apply_progress(in, t);
     }
   }
-  void apply_progress(std::size_t in, event_time t) {
-    auto emit = on_result();
-    agg.progress(in, t, now(), emit);
-    advance();
-  }
+  // One record leaving the look-ahead: a record at or after the watermark that makes no
+  // window due is folded on the loop's stack; the rest runs on the fiber.
   void process(std::size_t in, record<keyed<T>>&& r) {
     c->add(c->in);
-    const K k = key(static_cast<const T&>(r.value.value));
-    auto emit = on_result();
-    const auto late_before = agg.late();
-    agg.push_value(in, k, r.value.hash, r.value.value, r.time, advances_progress(r), std::move(r.ack), now(), emit,
-                   [&](event_time s, event_time e) {
-                     if constexpr (!std::is_same_v<Late, std::nullptr_t>)
-                       late_fn(record<T>{std::move(r.value.value), r.time, r.position, std::move(r.ack)}, k, s, e);
-                   });
-    if (agg.late() != late_before) c->add(c->late, agg.late() - late_before);
-    advance();
+    if (!this->busy() && r.time >= agg.watermark()) {  // folds without emitting
+      const K k = key(static_cast<const T&>(r.value.value));
+      agg.fold_on_time(in, k, r.value.hash, r.value.value, r.time, advances_progress(r), std::move(r.ack), now());
+      if (!agg.due()) return advance();
+      return this->submit({call::kind::fire, 0, {}, {}, std::nullopt});
+    }
+    this->submit({call::kind::record, in, {}, {}, std::move(r)});
+  }
+  // A marker leaving the look-ahead: one that makes no window due is observed on the
+  // loop's stack (the exchange sends one with nearly every record: its frontier).
+  void apply_progress(std::size_t in, event_time t) {
+    if (!this->busy()) {
+      agg.observe(in, t, now());
+      if (!agg.due()) return advance();
+      return this->submit({call::kind::fire, 0, {}, {}, std::nullopt});
+    }
+    this->submit({call::kind::progress, in, t, {}, std::nullopt});
   }
   void on_progress(std::size_t in, event_time t) override {
     if (count == 0 && !held) return apply_progress(in, t);
@@ -189,30 +208,62 @@ struct keyed_window_stage final : stage_in<keyed<T>> {
     if (count == 0) return apply_progress(in, t);
     held.emplace(in, t);
   }
-  // An input that ends because of a stop has not sent everything: it must not count as
-  // +infinity (that would fire windows on partial data), so with stop_policy::discard the
-  // open windows are dropped instead, at each stopped input's end.
   void on_end(std::size_t in) override {
     process_waiting();
-    auto emit = on_result();
-    if (rt && rt->stop_requested() && agg.options().on_stop == window_options::stop_policy::discard) {
-      c->add(c->discarded, agg.discard());
-    } else {
-      agg.end(in, emit);
-      advance();
-    }
-    if (--inputs_left == 0) down->on_end(0);
+    this->submit({call::kind::end, in, {}, {}, std::nullopt});
   }
+  /// Processes what waits in the look-ahead, pushes downstream buffers on; false while
+  /// busy (suspended or holding inputs).
   bool on_flush() override {
     process_waiting();
-    return down->on_flush();
+    const bool d = down->on_flush();
+    return d && !this->busy();
   }
+  /// False while busy, else downstream's answer.
+  bool ready() override { return !this->busy() && down->ready(); }
+  /// The idle-input ticker; skipped while busy (the next tick does its work).
   void tick(steady_time t) {
     process_waiting();
-    auto emit = on_result();
-    agg.tick(t, emit);
-    advance();
+    if (!this->busy()) this->submit({call::kind::tick, 0, {}, t, std::nullopt});
   }
+
+  // resumable_stage's hooks (on this worker).
+  void run_call(call& k) {
+    auto emit = on_result();
+    switch (k.k) {
+      case call::kind::record: {
+        auto& r = *k.r;
+        const K kk = key(static_cast<const T&>(r.value.value));
+        const auto late_before = agg.late();
+        agg.push_value(k.in, kk, r.value.hash, r.value.value, r.time, advances_progress(r), std::move(r.ack), now(),
+                       emit, [&](event_time s, event_time e) {
+                         if constexpr (!std::is_same_v<Late, std::nullptr_t>)
+                           late_fn(record<T>{std::move(r.value.value), r.time, r.position, std::move(r.ack)}, kk, s,
+                                   e);
+                       });
+        if (agg.late() != late_before) c->add(c->late, agg.late() - late_before);
+        break;
+      }
+      case call::kind::progress: agg.progress(k.in, k.t, now(), emit); break;
+      // An input that ends because of a stop has not sent everything: it must not count
+      // as +infinity (that would fire windows on partial data), so with
+      // stop_policy::discard the open windows are dropped instead, at each stopped
+      // input's end.
+      case call::kind::end:
+        if (rt && rt->stop_requested() && agg.options().on_stop == window_options::stop_policy::discard) {
+          c->add(c->discarded, agg.discard());
+        } else {
+          agg.end(k.in, emit);
+        }
+        break;
+      case call::kind::tick: agg.tick(k.now, emit); break;
+      case call::kind::fire: agg.fire(emit); break;
+    }
+    advance();
+    if (k.k == call::kind::end && --inputs_left == 0) down->on_end(0);
+  }
+  bool down_ready() { return down->ready(); }
+  bool down_flush() { return down->on_flush(); }
 };
 
 }  // namespace detail
@@ -257,7 +308,8 @@ class windowed_stream {
                         name = name_, h = hash_, g](job_builder& b, stage_factory<out> down) {
       const auto idx = b.metrics().add_stage(name);
       prev(b, [=, &b](build_context& ctx) -> stage_in<detail::keyed<T>>* {
-        auto* s = ctx.make<stage>(a, o, g, ctx.inputs, key, late, h, &b.rt(), &ctx.metrics->at(idx, ctx.worker_id));
+        auto* s = ctx.make<stage>(a, o, g, ctx.inputs, key, late, h, &b.rt(), &ctx.metrics->at(idx, ctx.worker_id),
+                                  ctx.w);
         auto sub = ctx;
         sub.inputs = 1;
         s->down = down(sub);

@@ -261,6 +261,42 @@ class keyed_window_aggregator {
     }
   }
 
+  /// push_value() of a record at or after the watermark (t >= watermark()), without
+  /// firing: folds it and observes its time, and emits nothing (a record not behind W is
+  /// never late and re-emits no window). After it, due() says whether a window is due:
+  /// fire() emits it (so does any later call). Lets a caller fold records without
+  /// preparing to emit (the DSL runs emitting calls on a fiber:
+  /// <rill/operators/resumable.hpp>). Preconditions: input < inputs, t >= watermark().
+  void fold_on_time(std::size_t input, const K& key, std::size_t hash, const T& value, event_time t, bool advances,
+                    std::shared_ptr<ack_token>&& ack, steady_time now) {
+    assert(t >= tracker_.current());
+    if constexpr (detail::is_session<Assigner>) {
+      auto none = [](record<output>&&) { assert(!"an on-time record emits no session"); };
+      auto not_late = [](event_time, event_time) { assert(!"an on-time record is not late"); };
+      fold_session(key, hash, value, t, tracker_.current(), std::move(ack), none, not_late);
+    } else {
+      fold_in_time(key, hash, value, t, std::move(ack));
+    }
+    tracker_.observe(input, advances ? t : event_time_min, now);
+  }
+  /// progress() without its firing: observes t for `input`. Then due() says whether
+  /// fire() has work. Precondition: input < inputs. noexcept.
+  void observe(std::size_t input, event_time t, steady_time now) noexcept { tracker_.observe(input, t, now); }
+  /// Whether a (key, window) result is due: fire() (or any call but fold_on_time and
+  /// observe) would emit. O(1).
+  bool due() const noexcept {
+    if constexpr (detail::is_session<Assigner>) {
+      return !timers_.empty() && timers_.begin()->first <= tracker_.current();
+    } else {
+      return tracker_.current() >= next_fire_;
+    }
+  }
+  /// Emits every due (key, window) result, in increasing order of window end.
+  template <class OnResult>
+  void fire(OnResult&& on_result) {
+    fire_ready(on_result);
+  }
+
   /// Progress marker: `input` has seen everything up to `t`. Fires what is due.
   template <class OnResult>
   void progress(std::size_t input, event_time t, steady_time now, OnResult&& on_result) {

@@ -57,6 +57,7 @@
 #include "rill/core/stage.hpp"
 #include "rill/operators/flat_map.hpp"
 #include "rill/operators/keyed_window.hpp"
+#include "rill/operators/resumable.hpp"
 #include "rill/operators/window.hpp"
 #include "rill/operators/window_sort.hpp"
 
@@ -256,20 +257,29 @@ struct rebalance_stage final : stage_in<T> {
   void on_progress(std::size_t in, event_time t) override { ex->progress(producer, in, t); }
   void on_end(std::size_t in) override { ex->end(producer, in); }
   bool on_flush() override { return ex->flush(producer); }
+  /// False while this producer's batch is full and no ring takes it
+  /// (rebalance_exchange::ready).
+  bool ready() override { return ex->ready(producer); }
 };
 
+/// window_sort's instance on one worker. Firing is bounded by downstream capacity: every
+/// call that may emit a window runs on the stage's fiber and stops when downstream is not
+/// ready (<rill/operators/resumable.hpp>); a record that is in time, finds room and makes
+/// no window due is buffered on the loop's stack.
 template <class T, class Late>
-struct window_sort_stage final : stage_in<T> {
+struct window_sort_stage final : stage_in<T>, resumable_stage<window_sort_stage<T, Late>, stage_call<T>> {
+  using call = stage_call<T>;
   window_sorter<T> sorter;
   Late late_fn;
   stage_in<window<T>>* down = nullptr;
   stage_counters* c;
   event_time sent = event_time_min;
   std::size_t inputs_left;
-  window_sort_stage(window_sort_options o, std::size_t inputs, Late l, stage_counters* cs)
-      : sorter(o, inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{}),
-        late_fn(std::move(l)), c(cs),
-        inputs_left(inputs) {}
+  window_sort_stage(window_sort_options o, std::size_t inputs, Late l, stage_counters* cs, worker* w)
+      : resumable_stage<window_sort_stage, call>(w),
+        sorter(o, inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{}),
+        late_fn(std::move(l)), c(cs), inputs_left(inputs) {}
+  ~window_sort_stage() override { this->unwind(); }
 
   // Processing time matters only for idle inputs: no clock read per record otherwise.
   steady_time now() const {
@@ -280,6 +290,7 @@ struct window_sort_stage final : stage_in<T> {
       c->add(c->out, w.records.size());
       const auto t = w.end - std::chrono::nanoseconds{1};
       auto ack = join_acks(w.records);  // the window is done when all its inputs are
+      this->gate();
       down->on_record(0, record<window<T>>{std::move(w), t, std::nullopt, std::move(ack)});
     };
   }
@@ -293,28 +304,56 @@ struct window_sort_stage final : stage_in<T> {
   }
   void on_record(std::size_t in, record<T>&& r) override {
     c->add(c->in);
-    const auto late_before = sorter.late();
-    sorter.push(in, std::move(r), now(), on_window(),
-                [this](record<T>&& lr, event_time s, event_time e) {
-                  if constexpr (!std::is_same_v<Late, std::nullptr_t>) late_fn(std::move(lr), s, e);
-                });
-    if (sorter.late() != late_before) c->add(c->late, sorter.late() - late_before);
-    advance();
+    if (!this->busy() && sorter.try_buffer(in, r, now())) {
+      if (!sorter.due()) return advance();
+      return this->submit({call::kind::fire, 0, {}, {}, std::nullopt});
+    }
+    this->submit({call::kind::record, in, {}, {}, std::move(r)});
   }
+  // A marker that makes no window due is observed on the loop's stack (the exchange
+  // sends one with nearly every record: its frontier).
   void on_progress(std::size_t in, event_time t) override {
-    sorter.progress(in, t, now(), on_window());
-    advance();
+    if (!this->busy()) {
+      sorter.observe(in, t, now());
+      if (!sorter.due()) return advance();
+      return this->submit({call::kind::fire, 0, {}, {}, std::nullopt});
+    }
+    this->submit({call::kind::progress, in, t, {}, std::nullopt});
   }
-  void on_end(std::size_t in) override {
-    sorter.end(in, on_window());
-    advance();
-    if (--inputs_left == 0) down->on_end(0);
+  void on_end(std::size_t in) override { this->submit({call::kind::end, in, {}, {}, std::nullopt}); }
+  /// Pushes downstream buffers on; false while busy (suspended or holding inputs).
+  bool on_flush() override {
+    const bool d = down->on_flush();
+    return d && !this->busy();
   }
-  bool on_flush() override { return down->on_flush(); }
-  void tick(steady_time now) {
-    sorter.tick(now, on_window());
-    advance();
+  /// False while busy, else downstream's answer.
+  bool ready() override { return !this->busy() && down->ready(); }
+  /// The idle-input ticker; skipped while busy (the next tick does its work).
+  void tick(steady_time t) {
+    if (!this->busy()) this->submit({call::kind::tick, 0, {}, t, std::nullopt});
   }
+
+  // resumable_stage's hooks (on this worker).
+  void run_call(call& k) {
+    switch (k.k) {
+      case call::kind::record: {
+        const auto late_before = sorter.late();
+        sorter.push(k.in, std::move(*k.r), now(), on_window(), [this](record<T>&& lr, event_time s, event_time e) {
+          if constexpr (!std::is_same_v<Late, std::nullptr_t>) late_fn(std::move(lr), s, e);
+        });
+        if (sorter.late() != late_before) c->add(c->late, sorter.late() - late_before);
+        break;
+      }
+      case call::kind::progress: sorter.progress(k.in, k.t, now(), on_window()); break;
+      case call::kind::end: sorter.end(k.in, on_window()); break;
+      case call::kind::tick: sorter.tick(k.now, on_window()); break;
+      case call::kind::fire: sorter.fire(on_window()); break;
+    }
+    advance();
+    if (k.k == call::kind::end && --inputs_left == 0) down->on_end(0);
+  }
+  bool down_ready() { return down->ready(); }
+  bool down_flush() { return down->on_flush(); }
 };
 
 template <class T, class F>
@@ -500,7 +539,7 @@ class stream {
               [wk, retry](std::function<void()> fn) {
                 const auto t = retry.lock();
                 if (!t) return;  // the run is over
-                t->expires_after(detail::flat_map_retry);
+                t->expires_after(detail::emit_retry);
                 t->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
                   if (ec) return;
                   turn_scope turn{wk};
@@ -538,12 +577,28 @@ class stream {
           auto ctx = b.context(w, ex->total_inputs());
           auto* head = down(ctx);
           auto* wk = ctx.w;
-          ex->bind_consumer(w, b.rt().node_of(w), head, [wk](std::function<void()> fn) {
-            boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
-              turn_scope turn{wk};
-              fn();
-            });
-          });
+          // A drain whose chain is not ready retries on this timer (as key_by's).
+          auto timer = std::make_shared<boost::asio::steady_timer>(wk->context());
+          ctx.keep_alive->push_back(timer);
+          std::weak_ptr<boost::asio::steady_timer> retry = timer;
+          ex->bind_consumer(
+              w, b.rt().node_of(w), head,
+              [wk](std::function<void()> fn) {
+                boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
+                  turn_scope turn{wk};
+                  fn();
+                });
+              },
+              [wk, retry](std::function<void()> fn) {
+                const auto t = retry.lock();
+                if (!t) return;  // the run is over
+                t->expires_after(detail::emit_retry);
+                t->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
+                  if (ec) return;
+                  turn_scope turn{wk};
+                  fn();
+                });
+              });
           // Idle workers look at their ring (and steal) and forward frontiers every tick.
           ctx.add_ticker([ex, w](steady_time) {
             if (ex->drain(w)) ex->schedule(w);
@@ -560,9 +615,11 @@ class stream {
 
   /// Event-time tumbling windows, sorted (see <rill/operators/window_sort.hpp> for the
   /// exact rules). Emits one rill::window<T> per fired window, with event time end - 1 ns,
-  /// and forwards its watermark as the downstream frontier. `late` is the late side output
-  /// (called on the worker; nullptr = count only). Throws config_error from run() when
-  /// options are invalid.
+  /// and forwards its watermark as the downstream frontier. Firing is bounded by
+  /// downstream capacity: it stops before a window when downstream is not ready and
+  /// continues on a later loop turn (<rill/operators/resumable.hpp>). `late` is the late
+  /// side output (called on the worker; nullptr = count only). Throws config_error from
+  /// run() when options are invalid.
   template <class Late = std::nullptr_t>
   stream<window<T>> window_sort(window_sort_options opts, Late late = nullptr) && {
     opts.validate();
@@ -575,7 +632,7 @@ class stream {
       const auto idx = b.metrics().add_stage("window_sort");
       prev(b, [opts, late, down, idx](build_context& ctx) -> stage_in<T>* {
         auto* s = ctx.make<detail::window_sort_stage<T, Late>>(opts, ctx.inputs, late,
-                                                               &ctx.metrics->at(idx, ctx.worker_id));
+                                                               &ctx.metrics->at(idx, ctx.worker_id), ctx.w);
         auto sub = ctx;
         sub.inputs = 1;
         s->down = down(sub);

@@ -229,6 +229,35 @@ class window_sorter {
     fire_ready(on_window);
   }
 
+  /// push() of a record that neither is late nor finds the buffer full, without firing:
+  /// steps 2 and 3 of push() except the firing. Returns false, and leaves `r` untouched,
+  /// when `r` is late or buffered() == max_buffered (the caller then calls push(), which
+  /// may emit). After true, due() says whether a window is due: fire() emits it (so does
+  /// any later call). Lets a caller fold records without preparing to emit (the DSL runs
+  /// emitting calls on a fiber: <rill/operators/resumable.hpp>). Precondition: input <
+  /// inputs. Throws std::bad_alloc.
+  bool try_buffer(std::size_t input, record<T>& r, steady_time now) {
+    const event_time t = r.time;
+    if (tracker_.is_late(t) || t < fired_until_ || buffered_ >= options_.max_buffered) return false;
+    tracker_.observe(input, advances_progress(r) ? t : event_time_min, now);
+    buffer(detail::window_start_saturating(t, options_.length), std::move(r));
+    return true;
+  }
+  /// progress() without its firing: observes t for `input` (marks it active). Then due()
+  /// says whether fire() has work. Precondition: input < inputs. noexcept.
+  void observe(std::size_t input, event_time t, steady_time now) noexcept { tracker_.observe(input, t, now); }
+  /// Whether a window is due: W >= the end of the oldest open window (fire() emits it).
+  bool due() const noexcept {
+    return !windows_.empty() && end_of(windows_.begin()->first) <= tracker_.current();
+  }
+  /// Fires every due window through on_window, in window order (what every other call
+  /// does last).
+  template <class OnWindow>
+  void fire(OnWindow&& on_window) {
+    check_on_window<OnWindow>();
+    fire_ready(on_window);
+  }
+
   /// Progress marker: input `input` has seen everything up to event time `t` (e.g. a
   /// Kafka partition's position, or an upstream watermark). Observes t, marks the input
   /// active, and fires every window with end <= W. Precondition: input < inputs.
