@@ -425,6 +425,38 @@ struct shared_sink_stage final : stage_in<T> {
   }
 };
 
+/// How an exchange (key_by's, rebalance's) runs a consumer's drain on worker ctx.w:
+/// `post` queues it as one loop turn; `retry` runs it after detail::emit_retry on a timer
+/// of its own, for a drain whose consumer is not ready (one timer per consumer: at most
+/// one drain of it is scheduled at a time). The run owns the timer (ctx.keep_alive): the
+/// exchange may outlive the run and the worker's io_context, and a retry asked for after
+/// the run does nothing. Build time, on the building thread.
+struct drain_schedule {
+  std::function<void(std::function<void()>)> post, retry;
+};
+inline drain_schedule drain_scheduling(build_context& ctx) {
+  auto* wk = ctx.w;
+  auto timer = std::make_shared<boost::asio::steady_timer>(wk->context());
+  ctx.keep_alive->push_back(timer);
+  std::weak_ptr<boost::asio::steady_timer> retry = timer;
+  return {[wk](std::function<void()> fn) {
+            boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
+              turn_scope turn{wk};
+              fn();
+            });
+          },
+          [wk, retry](std::function<void()> fn) {
+            const auto t = retry.lock();
+            if (!t) return;  // the run is over
+            t->expires_after(emit_retry);
+            t->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
+              if (ec) return;
+              turn_scope turn{wk};
+              fn();
+            });
+          }};
+}
+
 }  // namespace detail
 
 template <class T>
@@ -517,35 +549,11 @@ class stream {
         for (std::size_t w = 0; w < n; ++w) {
           auto ctx = b.context(w, total);
           auto* head = down(ctx);
-          auto* wk = ctx.w;
           b.metrics().add_gauge_fn("rill_queue_depth_batches", "Batches waiting in an exchange inbox (256 records each)",
                                    {{"queue", "key_by"}, {"worker", std::to_string(w)}},
                                    [ex, w] { return double(ex->inbox_depth(w)); });
-          // A drain whose consumer stage is not ready retries on this timer (one per
-          // consumer: at most one drain of it is scheduled at a time). The run owns it
-          // (keep_alive): the exchange may outlive the run and the worker's io_context.
-          auto timer = std::make_shared<boost::asio::steady_timer>(wk->context());
-          ctx.keep_alive->push_back(timer);
-          std::weak_ptr<boost::asio::steady_timer> retry = timer;
-          ex->bind_consumer(
-              w,
-              [wk](std::function<void()> fn) {
-                boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
-                  turn_scope turn{wk};
-                  fn();
-                });
-              },
-              head, total,
-              [wk, retry](std::function<void()> fn) {
-                const auto t = retry.lock();
-                if (!t) return;  // the run is over
-                t->expires_after(detail::emit_retry);
-                t->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
-                  if (ec) return;
-                  turn_scope turn{wk};
-                  fn();
-                });
-              });
+          const auto drains = detail::drain_scheduling(ctx);
+          ex->bind_consumer(w, drains.post, head, total, drains.retry);
         }
       });
       prev(b, [key, hash, ex, producers, n](build_context& ctx) -> stage_in<T>* {
@@ -576,29 +584,8 @@ class stream {
         for (std::size_t w = 0; w < n; ++w) {
           auto ctx = b.context(w, ex->total_inputs());
           auto* head = down(ctx);
-          auto* wk = ctx.w;
-          // A drain whose chain is not ready retries on this timer (as key_by's).
-          auto timer = std::make_shared<boost::asio::steady_timer>(wk->context());
-          ctx.keep_alive->push_back(timer);
-          std::weak_ptr<boost::asio::steady_timer> retry = timer;
-          ex->bind_consumer(
-              w, b.rt().node_of(w), head,
-              [wk](std::function<void()> fn) {
-                boost::asio::post(wk->context(), [wk, fn = std::move(fn)] {
-                  turn_scope turn{wk};
-                  fn();
-                });
-              },
-              [wk, retry](std::function<void()> fn) {
-                const auto t = retry.lock();
-                if (!t) return;  // the run is over
-                t->expires_after(detail::emit_retry);
-                t->async_wait([wk, fn = std::move(fn)](const boost::system::error_code& ec) {
-                  if (ec) return;
-                  turn_scope turn{wk};
-                  fn();
-                });
-              });
+          const auto drains = detail::drain_scheduling(ctx);
+          ex->bind_consumer(w, b.rt().node_of(w), head, drains.post, drains.retry);
           // Idle workers look at their ring (and steal) and forward frontiers every tick.
           ctx.add_ticker([ex, w](steady_time) {
             if (ex->drain(w)) ex->schedule(w);
