@@ -592,6 +592,11 @@ std::unique_ptr<RdKafka::KafkaConsumer> member(const std::string& brokers, const
   c->set("client.id", "c2", e);
   c->set("enable.auto.commit", "false", e);
   c->set("session.timeout.ms", "6000", e);
+  // Where C1's commit on revoke has not reached the group coordinator when C2 asks for
+  // the committed offset, C2 starts at the beginning (not at the end, librdkafka's
+  // default, which would skip the records produced to it next); C22 is about C1's final
+  // commit, not about where C2 starts.
+  c->set("auto.offset.reset", "earliest", e);
   if (cooperative) c->set("partition.assignment.strategy", "cooperative-sticky", e);
   std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
   return k;
