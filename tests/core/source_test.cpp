@@ -32,7 +32,10 @@ struct recording_head final : rill::stage_in<int> {
   std::vector<std::string> seen;
   int refuse_flushes = 0;  ///< the first N on_flush() calls report a full queue
   int flushes = 0;
-  void on_record(std::size_t, record<int>&& r) override { seen.push_back("r:" + std::to_string(r.value)); }
+  /// "r:V", with "*" when the driver marked the record catching_up.
+  void on_record(std::size_t, record<int>&& r) override {
+    seen.push_back("r:" + std::to_string(r.value) + (r.position && r.position->catching_up ? "*" : ""));
+  }
   void on_progress(std::size_t, event_time t) override {
     seen.push_back("p:" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count()));
   }
@@ -114,6 +117,19 @@ struct revoking : partitioned {
   }
 };
 
+/// Is assigned partition 1 on its second poll, before that poll's records.
+struct assigning : partitioned {
+  int polls = 0;
+  template <class Emit>
+  poll_status poll(Emit&& emit, std::size_t max) {
+    if (++polls == 2) {
+      *held = {0, 1};
+      ++*version;
+    }
+    return partitioned::poll(emit, max);
+  }
+};
+
 static_assert(rill::gated_reader<gated> && !rill::gated_reader<plain_reader>);
 static_assert(rill::backpressure_aware_reader<backpressured>);
 static_assert(rill::partitioned_reader<partitioned> && !rill::partitioned_reader<gated>);
@@ -121,7 +137,7 @@ static_assert(rill::draining_reader<draining> && !rill::draining_reader<partitio
 
 record<int> rec(int v, std::chrono::nanoseconds t, std::int32_t partition = -1) {
   record<int> r{v, at(t)};
-  if (partition >= 0) r.position = rill::source_position{partition, v};
+  if (partition >= 0) r.position = rill::source_position{.partition = partition, .offset = v};
   return r;
 }
 
@@ -202,6 +218,22 @@ TEST(source_driver, partitioned_reader_follows_assignment_changes) {
               version, held}};
   drive(std::move(r), head);
   EXPECT_EQ(head.seen, (std::vector<std::string>{"r:1", "r:2", "p:2", "r:3", "p:12", "end"}));
+}
+
+// Partition 1 arrives after progress 20 was sent: its records are marked catching_up
+// (shown "*") while its largest time is below 20 (5 s), not after (25 s), and a record
+// out of order inside a caught-up partition (7 s after 25 s) is not marked.
+TEST(source_driver, records_of_a_partition_behind_sent_progress_are_catching_up) {
+  recording_head head;
+  auto version = std::make_shared<std::uint64_t>(1);
+  auto held = std::make_shared<std::vector<std::int32_t>>(std::vector<std::int32_t>{0});
+  assigning r{{{script({{{rec(1, 10s, 0), rec(2, 20s, 0)}, poll_status::more},                   // p:20
+                        {{rec(3, 5s, 1), rec(4, 25s, 1), rec(5, 30s, 0)}, poll_status::more},  // min(30, 25)
+                        {{rec(6, 7s, 1)}, poll_status::end}})},
+               version, held}};
+  drive(std::move(r), head);
+  EXPECT_EQ(head.seen,
+            (std::vector<std::string>{"r:1", "r:2", "p:20", "r:3*", "r:4", "r:5", "p:25", "r:6", "end"}));
 }
 
 TEST(source_driver, draining_reader_closes_after_settled_following_the_end) {

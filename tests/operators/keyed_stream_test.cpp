@@ -305,6 +305,83 @@ TEST(keyed_stream, c20c_ended_input_does_not_hold_the_watermark) {
 // 100,000 records; record i is on split i % 2 at i - U[0, 200] ms: within its split no
 // record is more than 200 ms behind the largest before it, so none is late whatever the
 // interleaving, and the counts are a std::map over (key, floor(t / 1000)).
+// A source whose polls are scripted: each poll emits one batch (the driver sends its
+// largest time as progress after each), the last ends the input.
+struct scripted_source {
+  using value_type = ev;
+  std::vector<std::vector<rill::record<ev>>> polls;
+  std::size_t split_count() const { return 1; }
+  struct reader {
+    const scripted_source* s;
+    std::size_t next = 0;
+    template <class Emit>
+    rill::poll_status poll(Emit&& emit, std::size_t) {
+      for (const auto& r : s->polls[next]) emit(rill::record<ev>(r));
+      return ++next == s->polls.size() ? rill::poll_status::end : rill::poll_status::more;
+    }
+    std::string error() const { return {}; }
+  };
+  reader open(std::size_t) const { return reader{this}; }
+};
+
+// A record with id = its time in ms, read from `partition` (-1: no position, so its own
+// time is progress) and marked catching_up as a source driver marks a moved partition.
+rill::record<ev> at_ms(std::int64_t t, int key, std::int32_t partition = -1, bool catching_up = false) {
+  rill::record<ev> r{ev{int(t), key}, ms(t)};
+  if (partition >= 0) r.position = rill::source_position{.partition = partition, .catching_up = catching_up, .offset = t};
+  return r;
+}
+
+// Catch-up lanes (docs/design.md "Kafka source"). Graph: scripted_source -> key_by(key)
+//   -> tumbling 10000 ms, delay 0 -> ids -> sink          on 1 worker
+// Poll 1: key 0 at 1000, 11000, 21000, 31000, 41000, 45000 (no position): W = 45000, so
+//   key 0's [0,10000) .. [30000,40000) fire.
+// Poll 2: partition 1 replayed behind W (catching_up), key 1 at 1000, 2000, 12000, 22000,
+//   51000, then 47000; and partition 2 at 3000, not catching_up.
+//   - 1000 is late for the shared windows and catching up: it opens partition 1's lane,
+//     whose W is the partition's own time. Lane W 12000 fires key 1's [0,10000) {1000,
+//     2000}; 22000 fires [10000,20000) {12000}; 51000 fires [20000,30000) {22000} and
+//     reaches the stage's W (45000): the lane is caught up, and its W stays 51000.
+//   - 47000 is late in the lane (47000 < 51000: the partition's own clock), though not
+//     for the shared windows: late.
+//   - Partition 2's 3000 is not catching up: late, as without lanes.
+// End: W = +infinity fires key 0's [40000,50000) {41000, 45000} and key 1's [50000,60000)
+//   {51000}. late = 2; catch_up = 6 (partition 1's records); every (key, window) once.
+TEST(keyed_stream, catching_up_partition_gets_its_own_lane_instead_of_late) {
+  rill::runtime rt{{.workers = 1, .topology = "1 node x 1 core"}};
+  auto out = std::make_shared<collected<ids_row>>();
+  auto late = std::make_shared<collected<int>>();
+  scripted_source src{{{at_ms(1000, 0), at_ms(11000, 0), at_ms(21000, 0), at_ms(31000, 0), at_ms(41000, 0),
+                        at_ms(45000, 0)},
+                       {at_ms(1000, 1, 1, true), at_ms(2000, 1, 1, true), at_ms(12000, 1, 1, true),
+                        at_ms(22000, 1, 1, true), at_ms(51000, 1, 1, false), at_ms(47000, 1, 1, false),
+                        at_ms(3000, 2, 2, false)}}};
+  auto j = rill::from(std::move(src))
+               .key_by(key_of)
+               .window(rill::tumbling{10000ms}, {.max_delay = 0ms})
+               .late([late](rill::record<ev>&& r, const int&, event_time, event_time) { late->add(r.value.id); })
+               .name("w")
+               .aggregate(std::vector<int>{}, add_id, merge_ids)
+               .sink([out](ids_result&& r) { out->add(to_row(std::move(r))); });
+  const auto rep = rt.run(j);
+  std::sort(out->items.begin(), out->items.end());
+  EXPECT_EQ(out->items, (std::vector<ids_row>{{0, 0, 10000, {1000}, false},
+                                              {0, 10000, 20000, {11000}, false},
+                                              {0, 20000, 30000, {21000}, false},
+                                              {0, 30000, 40000, {31000}, false},
+                                              {0, 40000, 50000, {41000, 45000}, false},
+                                              {1, 0, 10000, {1000, 2000}, false},
+                                              {1, 10000, 20000, {12000}, false},
+                                              {1, 20000, 30000, {22000}, false},
+                                              {1, 50000, 60000, {51000}, false}}));
+  std::sort(late->items.begin(), late->items.end());
+  EXPECT_EQ(late->items, (std::vector<int>{3000, 47000}));
+  EXPECT_EQ(rep.stage("w").late, 2u);
+  EXPECT_EQ(rep.stage("w").catch_up, 6u);
+  EXPECT_EQ(rep.stage("w").in, 13u);
+  EXPECT_EQ(rep.stage("w").out, 9u);
+}
+
 TEST(keyed_stream, tumbling_count_on_two_workers_matches_a_map) {
   constexpr int n = 100000;
   std::mt19937_64 rng{7};

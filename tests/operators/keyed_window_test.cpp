@@ -757,8 +757,8 @@ TEST(keyed_window, bad_options_throw_config_error_with_key) {
 TEST(keyed_window, c19_watermark_waits_for_every_assigned_partition) {
   harness<int, int, rill::tumbling, ids_agg> h{
       rill::tumbling{10000ms}, {.max_delay = 1000ms}, {}, 2};
-  const auto p0 = [](std::int64_t off) { return rill::source_position{0, off}; };
-  const auto p1 = [](std::int64_t off) { return rill::source_position{1, off}; };
+  const auto p0 = [](std::int64_t off) { return rill::source_position{.partition = 0, .offset = off}; };
+  const auto p1 = [](std::int64_t off) { return rill::source_position{.partition = 1, .offset = off}; };
   h.push(0, 12000, ms(12000), 0, p0(0));
   h.push(0, 25000, ms(25000), 0, p0(1));
   EXPECT_EQ(h.a.watermark(), rill::event_time_min);  // positioned records: no progress

@@ -339,7 +339,7 @@ TEST(window_sort, progress_marker_fires_windows) {
 TEST(window_sort, partitioned_records_move_w_only_through_progress) {
   one_input s{{.length = 10s, .max_delay = 2s}};
   auto push_at = [&](std::int32_t partition, std::int64_t t) {
-    s.ws.push(0, record<int>{int(t), ms(t), rill::source_position{partition, t}}, s.clk.now(),
+    s.ws.push(0, record<int>{int(t), ms(t), rill::source_position{.partition = partition, .offset = t}}, s.clk.now(),
               s.out.on_window(), s.out.on_late());
   };
   for (std::int64_t t = 1000; t <= 25000; t += 1000) push_at(0, t);

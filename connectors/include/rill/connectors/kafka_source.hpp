@@ -392,7 +392,7 @@ class kafka_source {
         }
         const event_time t = *time_ ? (*time_)(r)
                                     : event_time{std::chrono::milliseconds{std::max<std::int64_t>(m.timestamp_ms, 0)}};
-        emit(record<value_type>{std::move(r), t, source_position{m.pid, m.offset}, core_->track(m)});
+        emit(record<value_type>{std::move(r), t, source_position{.partition = m.pid, .offset = m.offset}, core_->track(m)});
       }
       core_->publish();
       return n == max ? poll_status::more : poll_status::idle;

@@ -44,8 +44,15 @@ namespace rill {
 
 /// Where a record was read from, for at-least-once offset tracking (docs/design.md
 /// "Kafka").
+/// `catching_up`: set by the source driver when the partition's largest event time was
+/// still behind the progress its split had already sent (a partition assigned to this
+/// split after a rebalance and read again from its committed offset, or one resuming
+/// after it was idle); keyed windows give such records their own event-time clock
+/// instead of dropping them as late (docs/design.md "Kafka source", catch-up lanes).
+/// Aggregate: `{.partition = 3, .offset = 42}`; 16 bytes.
 struct source_position {
   std::int32_t partition = -1;
+  bool catching_up = false;
   std::int64_t offset = -1;
 };
 

@@ -32,7 +32,8 @@
 //       The split reads several partitions (record.position->partition): its progress is
 //       rill::partition_progress over the held partitions, re-read whenever
 //       assignment_version() changes; a record's own time does not advance it
-//       (rill::advances_progress).
+//       (rill::advances_progress). A record whose partition's largest time is still
+//       behind the progress the split already sent gets position->catching_up.
 //   draining_reader     bool settled(); void close(); std::chrono::nanoseconds drain_timeout() const;
 //       After end of input: once the chain accepted the end, wait until settled() (every
 //       emitted record acknowledged downstream) or drain_timeout passed, then close()
@@ -161,7 +162,9 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
         [&](record<T>&& r) {
           if constexpr (partitioned_reader<Reader>) {
             sync_partitions(now);
-            partitions_->observe(r.position ? r.position->partition : -1, r.time, now);
+            const event_time lane = partitions_->observe(r.position ? r.position->partition : -1, r.time, now);
+            // Behind the progress already sent: a moved or resumed partition catching up.
+            if (r.position && lane < sent_) r.position->catching_up = true;
           } else if (r.time > largest_) {
             largest_ = r.time;
           }

@@ -90,8 +90,10 @@ class stage_in {
 /// (event_time_min's count = none yet); set by stages that keep one (windows).
 /// `peak_state`: the largest number of state entries the stage held at once on this
 /// worker (joins: stored records; 0 for stages that do not report it).
+/// `catch_up`: records a keyed window folded in a catch-up lane (a partition read again
+/// behind the watermark after a rebalance: docs/design.md "Kafka source").
 struct alignas(64) stage_counters {
-  std::atomic<std::uint64_t> in{0}, out{0}, late{0}, errors{0}, discarded{0}, peak_state{0};
+  std::atomic<std::uint64_t> in{0}, out{0}, late{0}, errors{0}, discarded{0}, peak_state{0}, catch_up{0};
   std::atomic<std::int64_t> watermark{std::numeric_limits<std::int64_t>::min()};
   /// c += n as a relaxed load and store (no read-modify-write: one writer). Owning
   /// worker only.
@@ -108,7 +110,7 @@ struct alignas(64) stage_counters {
 /// (an upper bound of the peak of the sum).
 struct stage_totals {
   std::string name;
-  std::uint64_t in = 0, out = 0, late = 0, errors = 0, discarded = 0, peak_state = 0;
+  std::uint64_t in = 0, out = 0, late = 0, errors = 0, discarded = 0, peak_state = 0, catch_up = 0;
 };
 
 /// What a stage is, for the metrics endpoint: a source's `out` is also exposed as its
@@ -202,6 +204,7 @@ class job_metrics {
         t.late += c.late.load(std::memory_order_relaxed);
         t.errors += c.errors.load(std::memory_order_relaxed);
         t.discarded += c.discarded.load(std::memory_order_relaxed);
+        t.catch_up += c.catch_up.load(std::memory_order_relaxed);
         t.peak_state += c.peak_state.load(std::memory_order_relaxed);
       }
       out.push_back(std::move(t));

@@ -264,11 +264,13 @@ class partition_progress {
   }
 
   /// A record of partition `pid` with event time `t` was read at `now`. A partition not
-  /// held is added (a record can arrive before the assignment is seen). May allocate.
-  void observe(std::int32_t pid, event_time t, steady_time now) {
+  /// held is added (a record can arrive before the assignment is seen). Returns the
+  /// partition's largest event time after it. May allocate.
+  event_time observe(std::int32_t pid, event_time t, steady_time now) {
     lane& l = lane_of(pid, now);
     if (t > l.largest) l.largest = t;
     l.last = now;
+    return l.largest;
   }
 
   /// Every held partition counts as active from `now`: time the split spent not reading

@@ -34,6 +34,11 @@
 // event_time end) (nothing given: late records are only counted). `.name(s)` names the
 // stage in the run report (default "window").
 //
+// Catch-up lanes: a record of a Kafka partition that moved to this process behind its
+// watermark (rill::source_position::catching_up) is not late; its partition gets windows
+// of its own on the partition's own event time until it caught up (docs/design.md "Kafka
+// source"; counted in the stage's `catch_up`).
+//
 // Joins with another keyed stream of the same key type: .interval_join(other, lower,
 // upper, options) and .window_join(other, assigner, options) (<rill/operators/join.hpp>).
 //
@@ -89,12 +94,37 @@ struct keyed_window_stage final
   std::size_t inputs_left;
   event_time sent = event_time_min;
 
+  // Catch-up lanes (docs/design.md "Kafka source"). A record of a partitioned source that
+  // its source driver marked catching_up (its partition's time is behind progress already
+  // sent: the partition was assigned here after a rebalance and is read again from its
+  // committed offset) and that the stage's windows would drop as late opens a lane for
+  // its partition: an aggregator of its own whose watermark is the partition's own time
+  // (largest time seen - max_delay), as Kafka Streams keeps stream time per task. Every
+  // later record of that partition goes to the lane, so no (key, window) is split between
+  // the lane and the shared state. Once the lane's watermark reaches the stage's, the lane
+  // follows the stage's watermark; it is dropped when it then holds no state. At most one
+  // lane per partition; every input ending ends every lane; a stop discards them too.
+  struct lane {
+    lane(std::int32_t p, const Assigner& a, const window_options& o, const Agg& g, const Hash& h)
+        : partition(p), agg(a, o, g, 1, steady_time{}, h) {}  // built in place: not movable
+    std::int32_t partition;
+    aggregator agg;
+    bool caught_up = false;
+  };
+  std::vector<std::unique_ptr<lane>> lanes;
+  Assigner assigner;
+  window_options lane_options;
+  Agg agg_fn;
+  Hash hash_fn;
+
   keyed_window_stage(Assigner a, window_options o, Agg g, std::size_t inputs, KeyFn k, Late l, Hash h, runtime* r,
                      stage_counters* cs, worker* w)
       : resumable_stage<keyed_window_stage, call>(w),
-        agg(a, o, std::move(g), inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{},
-            std::move(h)),
-        key(std::move(k)), late_fn(std::move(l)), rt(r), c(cs), inputs_left(inputs) {}
+        agg(a, o, g, inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{}, h),
+        key(std::move(k)), late_fn(std::move(l)), rt(r), c(cs), inputs_left(inputs), assigner(a), lane_options(o),
+        agg_fn(std::move(g)), hash_fn(std::move(h)) {
+    lane_options.idle_timeout = std::chrono::nanoseconds{0};  // a lane's one input is its partition
+  }
   ~keyed_window_stage() override { this->unwind(); }
 
   steady_time now() const {
@@ -180,7 +210,7 @@ struct keyed_window_stage final
   // window due is folded on the loop's stack; the rest runs on the fiber.
   void process(std::size_t in, record<keyed<T>>&& r) {
     c->add(c->in);
-    if (!this->busy() && r.time >= agg.watermark()) {  // folds without emitting
+    if (lanes.empty() && !this->busy() && r.time >= agg.watermark()) {  // folds without emitting
       const K k = key(static_cast<const T&>(r.value.value));
       agg.fold_on_time(in, k, r.value.hash, r.value.value, r.time, advances_progress(r), std::move(r.ack), now());
       if (!agg.due()) return advance();
@@ -191,7 +221,7 @@ struct keyed_window_stage final
   // A marker leaving the look-ahead: one that makes no window due is observed on the
   // loop's stack (the exchange sends one with nearly every record: its frontier).
   void apply_progress(std::size_t in, event_time t) {
-    if (!this->busy()) {
+    if (lanes.empty() && !this->busy()) {
       agg.observe(in, t, now());
       if (!agg.due()) return advance();
       return this->submit({call::kind::fire, 0, {}, {}, std::nullopt});
@@ -234,14 +264,19 @@ struct keyed_window_stage final
       case call::kind::record: {
         auto& r = *k.r;
         const K kk = key(static_cast<const T&>(r.value.value));
-        const auto late_before = agg.late();
-        agg.push_value(k.in, kk, r.value.hash, r.value.value, r.time, advances_progress(r), std::move(r.ack), now(),
-                       emit, [&](event_time s, event_time e) {
-                         if constexpr (!std::is_same_v<Late, std::nullptr_t>)
-                           late_fn(record<T>{std::move(r.value.value), r.time, r.position, std::move(r.ack)}, kk, s,
-                                   e);
-                       });
-        if (agg.late() != late_before) c->add(c->late, agg.late() - late_before);
+        lane* l = r.position ? lane_for(*r.position, r.time) : nullptr;
+        aggregator& a = l ? l->agg : agg;
+        const auto late_before = a.late();
+        a.push_value(l ? 0 : k.in, kk, r.value.hash, r.value.value, r.time, l ? !l->caught_up : advances_progress(r),
+                     std::move(r.ack), l ? steady_time{} : now(), emit, [&](event_time s, event_time e) {
+                       if constexpr (!std::is_same_v<Late, std::nullptr_t>)
+                         late_fn(record<T>{std::move(r.value.value), r.time, r.position, std::move(r.ack)}, kk, s, e);
+                     });
+        if (a.late() != late_before) c->add(c->late, a.late() - late_before);
+        if (l) {
+          c->add(c->catch_up);
+          if (!l->caught_up && l->agg.watermark() >= agg.watermark()) l->caught_up = true;
+        }
         break;
       }
       case call::kind::progress: agg.progress(k.in, k.t, now(), emit); break;
@@ -252,6 +287,8 @@ struct keyed_window_stage final
       case call::kind::end:
         if (rt && rt->stop_requested() && agg.options().on_stop == window_options::stop_policy::discard) {
           c->add(c->discarded, agg.discard());
+          for (auto& l : lanes) c->add(c->discarded, l->agg.discard());
+          lanes.clear();
         } else {
           agg.end(k.in, emit);
         }
@@ -259,8 +296,34 @@ struct keyed_window_stage final
       case call::kind::tick: agg.tick(k.now, emit); break;
       case call::kind::fire: agg.fire(emit); break;
     }
+    sync_lanes(emit);
     advance();
     if (k.k == call::kind::end && --inputs_left == 0) down->on_end(0);
+  }
+  // The lane of a record's partition: the existing one, or a new one when the record is
+  // catching up and the shared windows would drop it as late; else null.
+  lane* lane_for(const source_position& p, event_time t) {
+    for (auto& l : lanes)
+      if (l->partition == p.partition) return l.get();
+    if (!p.catching_up || !agg.late_at(t)) return nullptr;
+    lanes.push_back(std::make_unique<lane>(p.partition, assigner, lane_options, agg_fn, hash_fn));
+    return lanes.back().get();
+  }
+  // Caught-up lanes follow the stage's watermark; the end of every input ends every lane.
+  template <class OnResult>
+  void sync_lanes(OnResult& emit) {
+    if (lanes.empty()) return;
+    const event_time w = agg.watermark();
+    for (auto& l : lanes) {
+      if (w == event_time_max) {
+        l->agg.end(0, emit);
+      } else if (l->caught_up) {  // lane W = largest - max_delay = w
+        l->agg.progress(0, clamp_time(ns_of(w) + lane_options.max_delay.count()), steady_time{}, emit);
+      }
+    }
+    std::erase_if(lanes, [&](const std::unique_ptr<lane>& l) {
+      return (l->caught_up || w == event_time_max) && l->agg.state_entries() == 0;
+    });
   }
   bool down_ready() { return down->ready(); }
   bool down_flush() { return down->on_flush(); }

@@ -350,6 +350,19 @@ class keyed_window_aggregator {
 
   /// The current watermark (event_time_min = -infinity, event_time_max = +infinity).
   event_time watermark() const noexcept { return tracker_.current(); }
+  /// Whether a record at `t` pushed now would be late: every window of t has end +
+  /// allowed_lateness <= W (sessions: its own session [t, t + gap) closed, before any
+  /// merge with the key's sessions, which needs the key). Changes no state; O(1), noexcept.
+  bool late_at(event_time t) const noexcept {
+    const event_time w = tracker_.current();
+    if (t >= w) return false;
+    const std::int64_t ns = t.time_since_epoch().count();
+    if constexpr (detail::is_session<Assigner>) {
+      return plus_lateness(closes_at(detail::clamp_time(detail::wide(ns) + size_).time_since_epoch().count())) <= w;
+    } else {
+      return plus_lateness(win_end(k_last(floor_div(ns, slice_)))) <= w;
+    }
+  }
   /// Late records (side output) so far.
   std::uint64_t late() const noexcept { return late_; }
   /// Results emitted so far (updates included).
