@@ -44,6 +44,8 @@ std::string runtime::prometheus_text() {
         {"rill_records_in_total", "Records an operator received (a source: records it read)", &stage_counters::in},
         {"rill_records_out_total", "Records an operator emitted", &stage_counters::out},
         {"rill_late_records_total", "Records dropped as late (behind the watermark)", &stage_counters::late},
+        {"rill_catch_up_records_total", "Records a keyed window took in a catch-up lane (a replayed partition)",
+         &stage_counters::catch_up},
         {"rill_errors_total", "Records or reads that failed", &stage_counters::errors},
     };
     for (const auto& f : fams) {

@@ -113,6 +113,7 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
   std::cerr << nlohmann::json{{"packets", stats->consumed.load()},
                               {"bad", stats->bad.load()},
                               {"late", rep.stage("window").late},
+                              {"catch_up", rep.stage("window").catch_up},
                               {"rows", sink->stats().accepted.load()},
                               {"delivered", sink->stats().delivered.load()},
                               {"failed", sink->stats().failed.load()},
