@@ -103,13 +103,15 @@ struct keyed_window_stage final
   // later record of that partition goes to the lane, so no (key, window) is split between
   // the lane and the shared state. Once the lane's watermark reaches the stage's, the lane
   // follows the stage's watermark; it is dropped when it then holds no state. At most one
-  // lane per partition; every input ending ends every lane; a stop discards them too.
+  // lane per partition takes records (others are retired: see lane_for); every input
+  // ending ends every lane; a stop discards them too.
   struct lane {
     lane(std::int32_t p, const Assigner& a, const window_options& o, const Agg& g, const Hash& h)
         : partition(p), agg(a, o, g, 1, steady_time{}, h) {}  // built in place: not movable
     std::int32_t partition;
     aggregator agg;
     bool caught_up = false;
+    bool retired = false;  // its partition was read again behind it: takes no more records
   };
   std::vector<std::unique_ptr<lane>> lanes;
   Assigner assigner;
@@ -301,10 +303,16 @@ struct keyed_window_stage final
     if (k.k == call::kind::end && --inputs_left == 0) down->on_end(0);
   }
   // The lane of a record's partition: the existing one, or a new one when the record is
-  // catching up and the shared windows would drop it as late; else null.
+  // catching up and the shared windows would drop it as late; else null. A caught-up lane
+  // that a catching-up record would be late in (its partition moved away and back before
+  // the lane emptied) is retired: it drains on the stage's watermark, and a new lane
+  // starts from the record's time.
   lane* lane_for(const source_position& p, event_time t) {
-    for (auto& l : lanes)
-      if (l->partition == p.partition) return l.get();
+    for (auto& l : lanes) {
+      if (l->partition != p.partition || l->retired) continue;
+      if (!(p.catching_up && l->caught_up && l->agg.late_at(t))) return l.get();
+      l->retired = true;
+    }
     if (!p.catching_up || !agg.late_at(t)) return nullptr;
     lanes.push_back(std::make_unique<lane>(p.partition, assigner, lane_options, agg_fn, hash_fn));
     return lanes.back().get();
@@ -322,7 +330,7 @@ struct keyed_window_stage final
       }
     }
     std::erase_if(lanes, [&](const std::unique_ptr<lane>& l) {
-      return (l->caught_up || w == event_time_max) && l->agg.state_entries() == 0;
+      return (l->caught_up || l->retired || w == event_time_max) && l->agg.state_entries() == 0;
     });
   }
   bool down_ready() { return down->ready(); }
