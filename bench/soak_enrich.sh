@@ -20,16 +20,19 @@
 # offset) of topic keys has at least one output row naming it, every such row carries the
 # input's key and the fresh service's answer (wrong = 0), rows beyond one per input are
 # counted as duplicates, missing must be 0. RSS of A (the long-lived process) at minute 5
-# and at the end. Error lines of every process, grouped (numbers replaced by #), to be
-# explained by the injected faults. Prints a Markdown table and writes everything to
-# $RILL_SOAK_DIR.
+# and at the end, and beside it A's heap (glibc's malloc_stats(), called through gdb when
+# gdb is installed: bytes in use, and bytes the arenas hold from the system), which tells
+# a leak (in use grows) from freed peaks the allocator keeps (only the arenas grow). Error
+# lines of every process, grouped (numbers replaced by #), to be explained by the injected
+# faults. Prints a Markdown table and writes everything to $RILL_SOAK_DIR.
 #
 # Environment: RILL_KAFKA_PORT (default 29094, its own broker: scripts/kafka; soak.sh uses
 # 29092), RILL_BUILD (default build), RILL_SOAK_DIR (default $RILL_BUILD/soak_enrich; the
 # broker's state in $RILL_SOAK_DIR.kafka unless RILL_KAFKA_DIR is set), RILL_SOAK_RATE
 # (input messages per second, default 2000), RILL_SOAK_SERVICE_PORT (default 29180; the
 # fresh service of the check uses the next port), RILL_SOAK_LATENCY (the service's --latency
-# in ms, default 5), RILL_SOAK_SEED (default 42).
+# in ms, default 5), RILL_SOAK_SEED (default 42), RILL_SOAK_HEAP (default 1: the heap
+# snapshots above; each stops A for a second or two while gdb attaches; 0 = none).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dur_text=${1:-20m}
@@ -67,6 +70,14 @@ log() { echo "[$(date -u +%T)] $*" | tee -a "$out/events.log" >&2; }
 tool() { java -cp "$libs/*" "$root/bench/soak/SoakTool.java" "$@"; }
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 alive() { kill -0 "$1" 2>/dev/null; }
+# heap_stats PID LABEL: glibc's malloc_stats() in the process, through gdb (the block goes
+# to the process's stderr: A.log; check_enrich.py reads the "Total" lines after LABEL).
+# /proc/PID/exe: the binary may have been rebuilt since the process started.
+heap_stats() {
+  [ "${RILL_SOAK_HEAP:-1}" = 1 ] && command -v gdb >/dev/null || return 0
+  echo "=== heap $2 at $(now) s, RSS $(rss_kb "$1") kB ===" >>"$out/A.log"
+  timeout 120 gdb "/proc/$1/exe" -p "$1" -batch -ex 'call ((void(*)(void))malloc_stats)()' >>"$out/gdb.log" 2>&1 || true
+}
 
 # start_service PORT LOG: starts it in the background ($svc_pid) and waits for its
 # "listening on" line (up to 10 s).
@@ -109,10 +120,11 @@ sample() {
   local s=0; [ "$svc_pid" -gt 0 ] && s=$(rss_kb "$svc_pid")
   echo "$(now),$(rss_kb "$A"),$(rss_kb "$B"),$s,$(rss_kb "$bpid")" >>"$out/rss.csv"
 }
-last_sample=-5
+last_sample=-5; heap5=""
 while alive "$P"; do
   t=$(now)
   if [ $((t - last_sample)) -ge 5 ]; then sample; last_sample=$t; fi
+  if [ -z "$heap5" ] && [ "$t" -ge 300 ]; then heap_stats "$A" "minute 5"; heap5=1; fi
   if [ -z "$a_died" ] && ! alive "$A"; then
     wait "$A" && st=0 || st=$?; a_died="exit $st at $t s"; log "enrichment A ended ($a_died)"
   fi
@@ -160,6 +172,7 @@ elapsed=$(now)
 log "input done after $elapsed s (producer exit $p_status: $(cat "$out/producer.json")); waiting 60 s"
 sleep 60
 sample
+heap_stats "$A" end
 kill -TERM "$A" "$B" 2>/dev/null || true
 wait "$A" && a_status=0 || a_status=$?
 wait "$B" && b_status=0 || b_status=$?
