@@ -149,7 +149,7 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
   auto job = rill::enrich(
                  std::move(items),
                  {.url = url, .batch_size = e.batch_size, .linger = 5ms, .max_in_flight = e.max_in_flight,
-                  .timeout = 5s, .retries = 2,
+                  .timeout = 5s, .retries = o.retries, .backoff = 100ms, .max_backoff = 4s,
                   .transport = rill::http_transport_for(e.cpprest ? rill::http_transport_kind::cpprest : rill::http_transport_kind::beast),
                   .metrics = m},
                  [](const item& it) { return it.lookup; },
@@ -206,6 +206,9 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
                   {"active_s", active}, {"records_per_s", active > 0 ? double(delivered) / active : 0.0},
                   {"latency_ms_p50", lat->quantile_ms(0.5)}, {"latency_ms_p99", lat->quantile_ms(0.99)},
                   {"requests", m->requests.load()}, {"retries", m->retries.load()},
+                  {"failed_batches", m->failures.load()}, {"timeouts", m->timeouts.load()},
+                  {"timeout_unknown", m->timeout_unknown.load()}, {"failed_unsent", m->failed_unsent.load()},
+                  {"expired_unsent", m->expired_unsent.load()},
                   {"request_ms_p50", double(m->latency_quantile_us(0.5)) / 1000.0},
                   {"request_ms_p99", double(m->latency_quantile_us(0.99)) / 1000.0},
                   {"batch_size", e.batch_size}, {"max_in_flight", e.max_in_flight},
@@ -226,8 +229,8 @@ void add_options(CLI::App& app, options& o) {
       "  through the service (--url, or in-process with --latency), writes {\"key\":\"443/tcp\",\n"
       "  \"enriched\":\"https\",\"partition\":P,\"offset\":O} to --to with the input's key; commits an\n"
       "  input offset after the delivery report of its output (at-least-once). Runs until SIGTERM or\n"
-      "  --idle-exit; summary JSON on stdout. Exit 0 ok, 1 enrichment/delivery failed, 2 bad arguments,\n"
-      "  broker or service unreachable.");
+      "  --idle-exit; summary JSON on stdout. Exit 0 ok, 1 enrichment (after --retries) or delivery\n"
+      "  failed, 2 bad arguments, broker or service unreachable.");
   auto* brokers = app.add_option("--brokers", o.brokers, "Kafka mode: bootstrap servers HOST:PORT");
   // --from/--to without --brokers: CLI11 says "--from requires --brokers" (exit 2); it
   // used to fall through to "--rate is for the generator mode".
@@ -245,6 +248,11 @@ void add_options(CLI::App& app, options& o) {
       ->needs(brokers);
   app.add_option("--workers", o.workers, "Kafka mode: consumers in this process (default 1)")
       ->check(rill_examples::whole_number(1, 64))
+      ->needs(brokers);
+  app.add_option("--retries", o.retries,
+                 "Kafka mode: attempts after the first for a failed enrich request, backoff 100 ms "
+                 "doubling up to 4 s (default 10: a service restart of about 10 s loses nothing)")
+      ->check(rill_examples::whole_number(0, 1000))
       ->needs(brokers);
   app.add_flag("--progress", o.progress, "Kafka mode: a progress line on stderr every --progress-interval")
       ->needs(brokers);

@@ -2,7 +2,8 @@
 // generator mode in enrichment.cpp:
 //
 //   enrichment --brokers HOST:PORT --from TOPIC --to TOPIC [--group G] [--idle-exit 3s]
-//              [--url URL | --latency MS] [--batch-size N] [--max-in-flight N] [--progress]
+//              [--url URL | --latency MS] [--batch-size N] [--max-in-flight N] [--retries N]
+//              [--progress]
 //
 //   kafka_source(--from, group --group) -> enrich(value -> IANA name / address class)
 //     -> kafka_sink(--to)
@@ -16,9 +17,12 @@
 //
 // At-least-once (docs/design.md "Kafka"): an input offset is committed only after the delivery
 // report of its enriched record (the record's ack token travels through enrich to the
-// sink). A batch that still fails after its retries is counted, its records are marked
-// failed (ack->fail()): their partition is not committed past them in this run, they are
-// read again after a restart, and the exit status is 1.
+// sink). A failed attempt is retried up to --retries times (default 10) after a backoff
+// that starts at 100 ms and doubles up to 4 s (enrich's equal jitter: 11 to 22 s in all),
+// so a service that restarts within about 10 s loses nothing and holds nothing back. A
+// batch that still fails after its retries is counted, its records are marked failed
+// (ack->fail()): their partition is not committed past them in this run, they are read
+// again after a restart, and the exit status is 1.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -36,6 +40,9 @@ struct options {
   /// until SIGTERM/SIGINT). "3s", "500ms".
   std::string idle_exit = "0";
   std::size_t workers = 1;  ///< consumers (one per worker) in this process
+  /// enrich attempts after the first, backoff 100 ms doubling up to 4 s: 10 ride out a
+  /// service restart of about 10 s (bench/soak_enrich.sh SIGKILLs and restarts it)
+  std::size_t retries = 10;
   bool progress = false;    ///< a progress line on stderr every progress_interval
   std::string progress_interval = "1s";  ///< "250ms", "2s"; > 0 (checked while parsing)
   bool active() const { return !brokers.empty() || !from.empty() || !to.empty(); }
@@ -50,7 +57,7 @@ struct enrich_settings {
   std::uint16_t metrics_port = 0;  ///< Prometheus endpoint on 127.0.0.1 (0 = off)
 };
 
-/// Adds --brokers, --from, --to, --group, --idle-exit, --workers, --progress,
+/// Adds --brokers, --from, --to, --group, --idle-exit, --workers, --retries, --progress,
 /// --progress-interval to `app`.
 void add_options(CLI::App& app, options& o);
 

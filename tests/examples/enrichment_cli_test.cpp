@@ -34,6 +34,8 @@ TEST(enrichment_cli, numbers_out_of_range_name_the_option_and_the_value) {
   expect_usage_error(
       enrichment + " --brokers 127.0.0.1:1 --from a --to b --idle-exit 99999999999999999999s",
       {"--idle-exit", "99999999999999999999s", "out of range"});
+  expect_usage_error(enrichment + " --brokers 127.0.0.1:1 --from a --to b --retries 1001",
+                     {"--retries", "1001", "out of range", "0..1000"});
 }
 
 // The service on its own: a huge --threads used to try to start 2^64-1 threads.
@@ -69,7 +71,7 @@ TEST(enrichment_cli, from_and_to_need_brokers) {
   for (const char* args : {" --from a --to b", " --from a --to b --rate 10", " --to b --seconds 1",
                            // the other Kafka-mode options were ignored in the generator mode
                            " --group g --seconds 1", " --idle-exit 3s --seconds 1", " --workers 2 --seconds 1",
-                           " --progress --seconds 1"}) {
+                           " --progress --seconds 1", " --retries 3 --seconds 1"}) {
     const auto r = run(enrichment + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_TRUE(has(r.err, "requires --brokers")) << args << ": " << r.err;

@@ -27,6 +27,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include "enrichment_service.hpp"
 #include "kafka_env.hpp"
@@ -285,6 +286,66 @@ TEST(EnrichmentKafka, SigkillWithEnrichRequestsInFlightThenRestartLosesNothing) 
   svc.stop();
 }
 
+// The service goes away while the example runs and comes back on the same port 3 s later
+// (bench/soak_enrich.sh SIGKILLs it every 1-2 min): every batch read meanwhile fails with a
+// refused connection and is retried with backoff until the service answers again. Nothing
+// fails for good, so nothing is held back from the commit in this run: every record once,
+// all committed, exit 0, and every key was answered by the second service.
+TEST(EnrichmentKafka, ServiceRestartWithinTheRetriesLosesNothing) {
+  RILL_NEED_BROKER();
+  const auto in = kt::unique("enrr-in"), out = kt::unique("enrr-out"), group = kt::unique("enrr-g");
+  kt::create_topic(in, 4);
+  kt::create_topic(out, 4);
+  constexpr int n = 300;
+  const auto data = data_set();
+  // A port below the ephemeral range (ip_local_port_range starts at 32768): an ephemeral
+  // port given up by the first service can be taken at once by an outgoing connection of
+  // this host (the example's to the broker), and the second service could not bind it.
+  std::unique_ptr<rill::svc::enrichment_service> first;
+  unsigned short port = 0;
+  for (int i = 0; i < 50 && !first; ++i) {
+    port = static_cast<unsigned short>(20000 + (::getpid() * 7 + i * 131) % 10000);
+    first = std::make_unique<rill::svc::enrichment_service>(rill::svc::service_options{.port = port});
+    try {
+      first->start();
+    } catch (const std::exception&) {  // taken (boost::system::system_error): the next candidate
+      first.reset();
+    }
+  }
+  ASSERT_TRUE(first) << "no free port in 20000..29999";
+  const std::string dir = RILL_TEST_BINARY_DIR, log = dir + "/enrr.log", sum = dir + "/enrr.json";
+  const pid_t pid = spawn({ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out, "--group",
+                           group, "--idle-exit", "10s", "--batch-size", "50", "--url", first->url()},
+                          sum, log);
+  ASSERT_GT(pid, 0);
+  // the example's start check (POST []) answered, then the service goes away
+  for (int i = 0; i < 500 && first->stats().requests == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(first->stats().requests, 1u) << slurp(log);
+  first->stop();
+  first.reset();
+  const auto where = produce_input(in, n, data);
+  ASSERT_EQ(where.size(), std::size_t(n));
+  std::this_thread::sleep_for(3s);
+  rill::svc::enrichment_service second{{.port = port}};
+  ASSERT_NO_THROW(second.start()) << "port " << port;
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << slurp(log);
+  EXPECT_EQ(WEXITSTATUS(st), 0) << slurp(log);
+
+  const auto got = kt::consume_all(out, 4, std::size_t(n) + 1, 3000);
+  const auto [lost, dup] = tally(got, n, data, where);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(dup, 0);
+  EXPECT_EQ(kt::committed(group, in, 4), per_partition(where));
+  const json s = last_json(sum);
+  ASSERT_TRUE(s.is_object()) << slurp(sum);
+  EXPECT_EQ(s["enrich_failed"], 0);
+  EXPECT_GT(s["retries"].get<long long>(), 0) << "the service was down: the first attempts must have failed";
+  EXPECT_GE(second.stats().keys, std::uint64_t(n));
+  second.stop();
+}
+
 // A batch that fails for good (HTTP 503 on every attempt after the start check) is not
 // committed: the run exits 1 with nothing written and no offset committed past the failed
 // records; a restart against a healthy service (in-process) delivers every record.
@@ -303,7 +364,8 @@ TEST(EnrichmentKafka, FailedEnrichmentIsNotCommittedAndIsReadAgainAfterRestart) 
   bad.start();
   const std::string dir = RILL_TEST_BINARY_DIR;
   const std::vector<std::string> common{ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out,
-                                        "--group", group, "--idle-exit", "5s", "--batch-size", "50"};
+                                        "--group", group, "--idle-exit", "5s", "--batch-size", "50",
+                                        "--retries", "2"};  // fails for good after 150-300 ms of backoff
   auto with = [&](std::vector<std::string> extra) {
     auto c = common;
     c.insert(c.end(), extra.begin(), extra.end());

@@ -1,6 +1,8 @@
 // The enrichment service: Boost.Beast HTTP/1.1 server, data tables, fault injection.
 #include "enrichment_service.hpp"
 
+#include <fcntl.h>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -321,6 +323,7 @@ struct enrichment_service::impl {
   void accept() {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket sock) {
       if (ec) return;
+      ::fcntl(sock.native_handle(), F_SETFD, FD_CLOEXEC);  // see start()
       {
         std::lock_guard lk(mu);
         ++st.connections;
@@ -340,6 +343,10 @@ unsigned short enrichment_service::start() {
   p_->services = load_services(p_->o.services_file);
   tcp::endpoint ep{asio::ip::make_address(p_->o.address), p_->o.port};
   p_->acceptor.open(ep.protocol());
+  // Asio opens sockets without close-on-exec: a program the test process spawns (the
+  // example, tests/kafka/enrichment_kafka_test.cpp) would inherit the listener and hold
+  // the port after stop(), so a service started again on that port could not bind it.
+  ::fcntl(p_->acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
   p_->acceptor.set_option(asio::socket_base::reuse_address(true));
   p_->acceptor.bind(ep);
   p_->acceptor.listen(asio::socket_base::max_listen_connections);
