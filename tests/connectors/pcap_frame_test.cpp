@@ -50,6 +50,7 @@ std::string packet_differences(const rill::packet& a, const rill::packet& b) {
   if (a.truncated != b.truncated) os << " truncated " << a.truncated << "/" << b.truncated;
   if (a.malformed != b.malformed) os << " malformed " << a.malformed << "/" << b.malformed;
   if (a.fragment != b.fragment) os << " fragment " << a.fragment << "/" << b.fragment;
+  if (a.tcp_flags != b.tcp_flags) os << " tcp_flags " << int(a.tcp_flags) << "/" << int(b.tcp_flags);
   if (a.vlan_outer != b.vlan_outer) os << " vlan_outer " << a.vlan_outer << "/" << b.vlan_outer;
   if (a.vlan_inner != b.vlan_inner) os << " vlan_inner " << a.vlan_inner << "/" << b.vlan_inner;
   return os.str();
