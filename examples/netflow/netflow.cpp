@@ -61,6 +61,7 @@
 #include "cli_checks.hpp"
 #include "enrichment_service.hpp"
 #include "flow_row.hpp"
+#include "ipfix_export.hpp"
 #include "report.hpp"
 #include "reporting.hpp"
 #include "kafka_mode.hpp"  // --probe / --brokers: Kafka mode
@@ -108,6 +109,8 @@ struct line_writer {
   netflow::traffic_report* report;  ///< --report: every row; null otherwise
   netflow::row_format format;
   bool csv = false;
+  netflow::ipfix_exporter* ipfix;  ///< --ipfix: every row, flushed at each new window; null otherwise
+  rill::event_time* ipfix_window;  ///< window start of the rows ipfix holds
   /// Called once, at the first failed write (e.g. EPIPE: the reader of a pipe closed it),
   /// with that write's errno: there is no point reading on.
   std::function<void(int)> on_write_error;
@@ -122,6 +125,11 @@ struct line_writer {
     out->write(line.data(), std::streamsize(line.size()));
     if (was_ok && !*out && on_write_error) on_write_error(errno);
     ++*lines;
+    if (ipfix) {
+      if (r.window_start != *ipfix_window) ipfix->flush();  // the previous window is complete
+      *ipfix_window = r.window_start;
+      ipfix->add(r);
+    }
     auto& c = (*conversations)[r.key];
     c.packets += r.packets;
     c.bytes += r.bytes;
@@ -144,6 +152,7 @@ std::string option_of(const std::string& key) {
 struct cli {
   std::vector<std::string> inputs;
   std::string interface, output = "-", summary_path, topology, enrich_url, report_path, format = "jsonl", filter;
+  std::string ipfix_host, ipfix_port;  ///< --ipfix HOST:PORT
   std::chrono::nanoseconds window{}, delay{};
   std::size_t workers = 0;
   std::uint16_t metrics_port = 0;
@@ -162,6 +171,10 @@ struct cli {
         ->excludes(input_opt);
     app.add_option("--filter", filter,
                    "capture filter: a BPF expression (pcap-filter(7), as tcpdump's), e.g. \"tcp port 80\"");
+    std::string ipfix_text;
+    app.add_option("--ipfix", ipfix_text,
+                   "send every flow record as IPFIX over UDP to this collector when its window closes, "
+                   "e.g. 127.0.0.1:4739 or [::1]:4739 (nfcapd -p PORT)");
     app.add_option("--window", window_text, "tumbling window length (e.g. 10s, 500ms)");
     app.add_option("--max-delay", delay_text, "maximum out-of-order delay (watermark lag)");
     app.add_option("--output,-o", output, "output file (one row per line), or - for stdout");
@@ -201,7 +214,7 @@ struct cli {
       app.get_option(k)->needs(brokers_opt);
     for (const char* f : {"--output", "--summary", "--progress", "--rebalance", "--enrich", "--interface",
                           "--metrics-port", "--report", "--stall-threshold", "--format", "--conversations",
-                          "--filter"})
+                          "--filter", "--ipfix"})
       app.get_option(f)->excludes(brokers_opt);
     // The report plots rates per window: one window of the whole capture has none.
     conv_opt->excludes(app.get_option("--report"));
@@ -210,6 +223,20 @@ struct cli {
       app.parse(argc, argv);
       if (conv_opt->count() > 0 && app.get_option("--window")->count() > 0)
         throw CLI::ValidationError("--conversations", "has no windows: leave out --window");
+      if (!ipfix_text.empty()) {
+        // HOST:PORT, the host of an IPv6 address in brackets; the port a number 1..65535.
+        const auto colon = ipfix_text.rfind(':');
+        std::string host = colon == std::string::npos ? "" : ipfix_text.substr(0, colon);
+        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        const std::string port = colon == std::string::npos ? "" : ipfix_text.substr(colon + 1);
+        const bool port_ok = !port.empty() && port.size() <= 5 &&
+                             port.find_first_not_of("0123456789") == std::string::npos && std::stoi(port) >= 1 &&
+                             std::stoi(port) <= 65535;
+        if (host.empty() || !port_ok)
+          throw CLI::ValidationError("--ipfix", "expected HOST:PORT with a port 1..65535, got \"" + ipfix_text + "\"");
+        ipfix_host = host;
+        ipfix_port = port;
+      }
       window = parse_duration(window_text, "--window");
       delay = parse_duration(delay_text, "--max-delay");
       if (window <= 0ns) throw CLI::ValidationError("--window", "must be > 0, got \"" + window_text + "\"");
@@ -361,10 +388,20 @@ int main(int argc, char** argv) {
     std::size_t lines = 0;
     int write_errno = 0;  // of the first failed write to --output
     netflow::traffic_report report{a.window};
+    std::unique_ptr<netflow::ipfix_exporter> ipfix;
+    if (!a.ipfix_host.empty()) {
+      try {
+        ipfix = std::make_unique<netflow::ipfix_exporter>(a.ipfix_host, a.ipfix_port);
+      } catch (const std::runtime_error& e) {
+        std::cerr << "netflow: --ipfix: " << e.what() << '\n';
+        return 2;
+      }
+    }
+    rill::event_time ipfix_window = rill::event_time::min();
     const netflow::row_format format{.windows = !a.conversations, .enriched = a.enrich};
     if (a.format == "csv") out << netflow::csv_header(format) << '\n';
     const line_writer writer{&out, &conversations, &lines, a.report_path.empty() ? nullptr : &report, format,
-                             a.format == "csv", [&](int err) {
+                             a.format == "csv", ipfix.get(), &ipfix_window, [&](int err) {
                                write_errno = err;
                                rt.request_stop();  // nothing more can be written: stop reading
                              }};
@@ -389,17 +426,31 @@ int main(int argc, char** argv) {
     rill_examples::interval_rate rate{0, std::chrono::steady_clock::now()};
     const bool tty = ::isatty(STDERR_FILENO) == 1;
     auto progress = [&](const rill::run_progress&) {
+      if (ipfix) ipfix->flush();  // a live capture's rows go out within a second
+      if (!a.progress) return;
       const auto n = stats->packets.load();
       std::cerr << (tty ? "\r" : "") << "netflow: " << n << " packets, "
                 << std::uint64_t(rate.sample(n, std::chrono::steady_clock::now()) + 0.5) << " packets/s"
                 << (tty ? "\033[K" : "\n") << std::flush;
     };
-    const auto rep = rt.run(job, {.progress = a.progress ? std::function(progress) : nullptr});
+    const auto rep =
+        rt.run(job, {.progress = a.progress || ipfix ? std::function(progress) : nullptr});
     if (a.progress && tty) std::cerr << '\n';  // end the updating line
 
     // 3. The report.
     const bool output_ok = finish_output(out, a.output, write_errno);
-    const json summary = summary_of(*stats, rep, conversations, lines, enrich_errors->load(), rt.worker_count());
+    json summary = summary_of(*stats, rep, conversations, lines, enrich_errors->load(), rt.worker_count());
+    bool ipfix_ok = true;
+    if (ipfix) {
+      ipfix->flush();
+      const auto x = ipfix->stats();
+      summary["ipfix"] = {{"records", x.records}, {"errors", x.errors}};
+      if (x.errors > 0) {
+        std::cerr << "netflow: error: --ipfix " << a.ipfix_host << ":" << a.ipfix_port << ": " << x.errors
+                  << " failed sends, the first: " << x.first_error << '\n';
+        ipfix_ok = false;
+      }
+    }
     bool summary_ok = true;
     if (a.summary_path.empty()) {
       std::cerr << summary.dump() << '\n';
@@ -418,7 +469,7 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& e : rep.errors) std::cerr << "netflow: error: " << e << '\n';
-    return rep.errors.empty() && enrich_errors->load() == 0 && output_ok && summary_ok ? 0 : 1;
+    return rep.errors.empty() && enrich_errors->load() == 0 && output_ok && summary_ok && ipfix_ok ? 0 : 1;
   } catch (const rill::pcap_error& e) {
     const bool filter = e.code() == rill::pcap_errc::bad_filter;
     std::cerr << "netflow: " << (filter ? "--filter: " : "") << e.what() << '\n';
