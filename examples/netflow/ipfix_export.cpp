@@ -2,6 +2,8 @@
 #include "ipfix_export.hpp"
 
 #include <fixbuf/public.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <cstddef>
 #include <cstring>
@@ -89,6 +91,13 @@ ipfix_exporter::ipfix_exporter(const std::string& host, const std::string& servi
   p_->host = host;
   p_->service = service;
   const std::string where = "IPFIX export to " + host + ":" + service + ": ";
+  // A name that does not resolve is a bad argument now, not a failed send per message.
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
+    throw std::runtime_error(where + ::gai_strerror(rc));
+  ::freeaddrinfo(found);
   p_->model = fbInfoModelAlloc();
   fbSession_t* session = fbSessionAlloc(p_->model);
   GError* err = nullptr;

@@ -23,8 +23,8 @@
 // 8.4, 10.3.6), as a collector that starts late or lost a datagram has none. Messages
 // are at most libfixbuf's UDP message size (they never fragment on a 1500-byte MTU).
 //
-// Errors: construction throws std::runtime_error naming HOST:PORT and libfixbuf's
-// message; an append or send libfixbuf reports as failed is counted in stats().errors,
+// Errors: construction throws std::runtime_error naming HOST:PORT and the reason (a name
+// that does not resolve, libfixbuf's message); an append or send libfixbuf reports as failed is counted in stats().errors,
 // the first message kept. UDP has no delivery report: libfixbuf 2.4 only logs a glib
 // warning on stderr when the kernel answers ECONNREFUSED (no collector listening) and
 // reports success, so those records are lost without an error here.
@@ -51,7 +51,8 @@ class ipfix_exporter {
     std::string first_error;     ///< libfixbuf's message of the first
   };
 
-  /// Resolves `host` and `service` (a port number) now; sends nothing yet.
+  /// Checks that `host` and `service` (a port number) resolve (getaddrinfo; libfixbuf
+  /// resolves them again when it first sends); sends nothing yet.
   ipfix_exporter(const std::string& host, const std::string& service,
                  std::chrono::steady_clock::duration template_interval = std::chrono::seconds{10});
   ~ipfix_exporter();

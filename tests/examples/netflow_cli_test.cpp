@@ -53,6 +53,7 @@ TEST(netflow_cli, flow_options_name_the_option_and_the_value) {
   expect_usage_error(netflow + " --ipfix 127.0.0.1", {"--ipfix", "HOST:PORT", "\"127.0.0.1\""});
   expect_usage_error(netflow + " --ipfix 127.0.0.1:0", {"--ipfix", "1..65535", "\"127.0.0.1:0\""});
   expect_usage_error(netflow + " --ipfix :4739", {"--ipfix", "\":4739\""});
+  expect_usage_error(netflow + " --ipfix nosuchhost.invalid:4739", {"--ipfix", "nosuchhost.invalid:4739"});
   expect_usage_error(netflow + " --format xml", {"--format", "xml"});
   expect_usage_error(netflow + " --conversations --window 5s", {"--conversations", "--window"});
   expect_usage_error(netflow + " --conversations --report x.html", {"--conversations", "--report"});
