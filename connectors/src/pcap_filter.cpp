@@ -21,15 +21,15 @@ pcap_filter::~pcap_filter() = default;
 
 pcap_filter pcap_filter::compile(const std::string& expression, int linktype, int snaplen) {
   // pcap_compile reports its errors on a handle: a dead one of the capture's link type.
-  std::unique_ptr<pcap_t, void (*)(pcap_t*)> dead{::pcap_open_dead(linktype, snaplen), ::pcap_close};
+  std::unique_ptr<pcap_t, void (*)(pcap_t*)> dead{::pcap_open_dead(linktype, snaplen),
+                                                  ::pcap_close};
   const char* name = ::pcap_datalink_val_to_name(linktype);
-  const std::string where = "link type " + std::to_string(linktype) + " (" + (name ? name : "unknown") + ")";
-  if (!dead) throw pcap_error(pcap_errc::bad_filter, "cannot compile capture filter \"" + expression + "\" for " + where);
+  const std::string filter = "capture filter \"" + expression + "\" for link type " +
+                             std::to_string(linktype) + " (" + (name ? name : "unknown") + ")";
+  if (!dead) throw pcap_error(pcap_errc::bad_filter, "cannot compile " + filter);
   auto p = std::make_unique<program>();
-  if (::pcap_compile(dead.get(), &p->code, expression.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
-    throw pcap_error(pcap_errc::bad_filter, "bad capture filter \"" + expression + "\" for " + where + ": " +
-                                                ::pcap_geterr(dead.get()));
-  }
+  if (::pcap_compile(dead.get(), &p->code, expression.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0)
+    throw pcap_error(pcap_errc::bad_filter, "bad " + filter + ": " + ::pcap_geterr(dead.get()));
   return pcap_filter(std::move(p), expression);
 }
 

@@ -159,23 +159,26 @@ void pcap_reader::set_filter(const std::string& expression) {
   if (!h_) return;
   if (!live_) {
     if (expression.empty()) h_->filter.reset();
-    else h_->filter = pcap_filter::compile(expression, ::pcap_datalink(h_->p), ::pcap_snapshot(h_->p));
+    else
+      h_->filter = pcap_filter::compile(expression, ::pcap_datalink(h_->p), ::pcap_snapshot(h_->p));
     return;
   }
   bpf_program code{};
   // Netmask unknown, as pcap_filter::compile: one expression means the same everywhere.
   if (::pcap_compile(h_->p, &code, expression.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
-    const char* name = ::pcap_datalink_val_to_name(::pcap_datalink(h_->p));
-    throw pcap_error(pcap_errc::bad_filter, "bad capture filter \"" + expression + "\" for link type " +
-                                                std::to_string(::pcap_datalink(h_->p)) + " (" +
-                                                (name ? name : "unknown") + ") on interface " + name_ + ": " +
-                                                ::pcap_geterr(h_->p));
+    const int dlt = ::pcap_datalink(h_->p);
+    const char* name = ::pcap_datalink_val_to_name(dlt);
+    throw pcap_error(pcap_errc::bad_filter,
+                     "bad capture filter \"" + expression + "\" for link type " +
+                         std::to_string(dlt) + " (" + (name ? name : "unknown") +
+                         ") on interface " + name_ + ": " + ::pcap_geterr(h_->p));
   }
   const int rc = ::pcap_setfilter(h_->p, &code);
   ::pcap_freecode(&code);
   if (rc != 0)
-    throw pcap_error(pcap_errc::bad_filter, "cannot set capture filter \"" + expression + "\" on interface " +
-                                                name_ + ": " + ::pcap_geterr(h_->p));
+    throw pcap_error(pcap_errc::bad_filter, "cannot set capture filter \"" + expression +
+                                                "\" on interface " + name_ + ": " +
+                                                ::pcap_geterr(h_->p));
 }
 
 int pcap_reader::linktype() const noexcept { return h_ ? ::pcap_datalink(h_->p) : -1; }
@@ -204,7 +207,8 @@ read_status pcap_reader::fail(pcap_errc code, std::string message) noexcept {
 read_status pcap_reader::next(pcap_record& out) noexcept {
   for (;;) {
     const read_status s = next_unfiltered(out);
-    if (s != read_status::ok || !h_->filter || h_->filter->matches(out.data, out.wire_len)) return s;
+    if (s != read_status::ok || !h_->filter || h_->filter->matches(out.data, out.wire_len))
+      return s;
     --counters_.records;
     ++counters_.filtered;
   }

@@ -245,7 +245,9 @@ bool pcap_split_reader::skip_chunk() noexcept {
 
 void pcap_split_reader::set_filter(const std::string& expression) {
   if (expression.empty()) filter_.reset();
-  else filter_ = std::make_unique<pcap_filter>(pcap_filter::compile(expression, linktype_, int(snapshot_)));
+  else
+    filter_ = std::make_unique<pcap_filter>(
+        pcap_filter::compile(expression, linktype_, static_cast<int>(snapshot_)));
 }
 
 read_status pcap_split_reader::next(packet& out) noexcept {

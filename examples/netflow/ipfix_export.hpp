@@ -20,12 +20,12 @@
 //
 // Templates: sent before the first record and again every `template_interval` (10 s by
 // default) at the next add or flush: UDP export must resend them periodically (RFC 7011
-// 8.4, 10.3.6), as a collector that starts late or lost a datagram has none. Messages
-// are at most libfixbuf's UDP message size (they never fragment on a 1500-byte MTU).
+// 8.4, 10.3.6), as a collector that starts late or lost a datagram has none. A message
+// is sent when libfixbuf's buffer is full or on flush().
 //
 // Errors: construction throws std::runtime_error naming HOST:PORT and the reason (a name
-// that does not resolve, libfixbuf's message); an append or send libfixbuf reports as failed is counted in stats().errors,
-// the first message kept. UDP has no delivery report: libfixbuf 2.4 only logs a glib
+// that does not resolve, libfixbuf's message); an append or send libfixbuf reports as
+// failed is counted in stats().errors, the first message kept. UDP has no delivery report: libfixbuf 2.4 only logs a glib
 // warning on stderr when the kernel answers ECONNREFUSED (no collector listening) and
 // reports success, so those records are lost without an error here.
 //

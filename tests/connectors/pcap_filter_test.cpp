@@ -26,7 +26,8 @@ TEST(pcap_filter, bad_expression_names_itself_and_libpcaps_reason) {
     EXPECT_EQ(e.code(), rill::pcap_errc::bad_filter);
     const std::string what = e.what();
     EXPECT_NE(what.find("\"tcp port eighty\""), std::string::npos) << what;
-    EXPECT_NE(what.find("unknown port 'eighty'"), std::string::npos) << what;  // libpcap's gencode.c
+    // libpcap's words (gencode.c)
+    EXPECT_NE(what.find("unknown port 'eighty'"), std::string::npos) << what;
     EXPECT_NE(what.find("EN10MB"), std::string::npos) << what;
   }
   EXPECT_THROW((void)rill::pcap_filter::compile("tcp and (", 1, 262144), rill::pcap_error);

@@ -132,7 +132,9 @@ class pcap_frame_source {
   /// `filter`: a capture filter as pcap_source_options::filter (files: rejected records
   /// count in stats()->filtered; live: the kernel filters).
   explicit pcap_frame_source(std::vector<std::string> files, std::string filter = {})
-      : files_(std::move(files)), filter_(std::move(filter)), stats_(std::make_shared<pcap_source_stats>()) {}
+      : files_(std::move(files)),
+        filter_(std::move(filter)),
+        stats_(std::make_shared<pcap_source_stats>()) {}
   /// A live interface (libpcap, non-blocking, see pcap_reader::open_live), one split.
   static pcap_frame_source live(std::string interface, std::string filter = {}) {
     pcap_frame_source s{{std::move(interface)}, std::move(filter)};
