@@ -4,7 +4,7 @@
    capture --> netflow --ipfix 127.0.0.1:P --output rows.jsonl
                   |  IPFIX over UDP (two uniflow records per row: a->b, b->a)
                   v
-               nfcapd -b 127.0.0.1 -p P -w DIR      (stopped with SIGTERM: writes its file)
+               nfcapd -b 127.0.0.1 -p P -B 8M -w DIR  (stopped with SIGTERM: writes its file)
    test: nfdump -6 -r DIR/nfcapd.* == the records netflow's own JSON rows say it sent
 
 For each capture (IPv4 UDP and ICMP, IPv4 TCP with flags, IPv6 TCP), every JSON row gives
@@ -75,7 +75,9 @@ def run_one(netflow, capture, tmp):
     flows = os.path.join(tmp, "flows")
     os.makedirs(flows)
     log = open(os.path.join(tmp, "nfcapd.log"), "w+")
-    nfcapd = subprocess.Popen(["nfcapd", "-b", "127.0.0.1", "-p", str(port), "-w", flows],
+    # -B: a receive buffer far above the largest capture's records (a few hundred KiB),
+    # so a collector descheduled on a loaded machine drops nothing.
+    nfcapd = subprocess.Popen(["nfcapd", "-b", "127.0.0.1", "-p", str(port), "-B", "8388608", "-w", flows],
                               stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 20
@@ -88,7 +90,7 @@ def run_one(netflow, capture, tmp):
                              "--output", rows_path, "--summary", summary_path], capture_output=True, text=True)
         if nf.returncode != 0:
             raise SystemExit(f"netflow exited {nf.returncode}: {nf.stderr}")
-        time.sleep(0.5)  # the datagrams are on loopback; let nfcapd take them in
+        time.sleep(1.5)  # the datagrams are on loopback; let nfcapd take them in
     finally:
         nfcapd.send_signal(signal.SIGTERM)  # closes and renames its file
         nfcapd.wait(timeout=30)
@@ -98,6 +100,8 @@ def run_one(netflow, capture, tmp):
     rows = [json.loads(line) for line in open(rows_path)]
     summary = json.load(open(summary_path))
     want, got = expected_records(rows), nfdump_records(files[0])
+    if want != got:
+        print(f"nfcapd's log:\n{open(log.name).read()}")
     return want, got, summary
 
 
