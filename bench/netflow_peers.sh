@@ -5,13 +5,17 @@
 #   nfpcapd -r F -w DIR               nfdump 1.7's pcap -> nfcapd flow collector
 #   argus -r F -w FILE                argus 3.0's flow auditor (bidirectional 5-tuple flows)
 #   netflow --workers 1 / 2           rill's main job, --output /dev/null
+#   netflow --workers 2 --ipfix       the same, every flow record also sent as IPFIX to
+#                                     an nfcapd on 127.0.0.1 (started per run, -B 64 MiB)
 # The capture (PACKETS = FLOWS x PER_FLOW packets, 2 ms jitter) is made once with pcapgen
 # and kept under $DATA. ROUNDS rounds; every peer runs once per round, each in a process
 # of its own, in an order that rotates by one place per round (no peer always follows the
 # same other one). Each peer's output directory/file is removed before and after its run.
 # Every run is checked: exit status 0, and the packet count the peer reports (nfpcapd's
 # "Processed:", argus' file read back with racount, netflow's --summary) equals PACKETS;
-# a run that fails the check is reported and left out of the table.
+# netflow/ipfix also needs nfdump to read back every record its summary says it sent
+# (UDP: a collector that falls behind drops datagrams). A run that fails the check is
+# reported and left out of the table. netflow/ipfix's time is netflow's alone.
 # Wall time from bash's `time` (ms resolution); CPU = user + sys of the peer's process.
 # Table (Markdown, stdout): per peer the median and best wall time, packets/s at the
 # median, packets/s relative to tcpdump's, median CPU; then netflow's 2-worker/1-worker
@@ -30,7 +34,7 @@ per_flow=${PER_FLOW:-40}
 packets=$((flows * per_flow))
 
 die() { echo "netflow_peers: $*" >&2; exit 1; }
-for tool in tcpdump nfpcapd argus racount python3; do
+for tool in tcpdump nfpcapd argus racount nfcapd nfdump python3; do
   command -v "$tool" >/dev/null || die "$tool missing (scripts/setup installs it)"
 done
 [ -x "$netflow" ] || die "$netflow missing (cmake --build BUILD --target netflow; or NETFLOW=...)"
@@ -49,7 +53,7 @@ results=$work/results  # one line per verified run: peer wall user sys
 echo "netflow_peers: $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
      "$capture ($packets packets), $rounds rounds, netflow $netflow" >&2
 
-peers=(tcpdump nfpcapd argus netflow/1 netflow/2)
+peers=(tcpdump nfpcapd argus netflow/1 netflow/2 netflow/ipfix)
 out=$work/out  # the peer's output (directory or file), removed around every run
 log=$work/log
 # Runs peer $1 once under `time`; prints "wall user sys" (seconds) on success.
@@ -61,6 +65,15 @@ run_peer() {
     tcpdump) { time tcpdump -n -r "$capture" -w /dev/null >"$log" 2>&1 || rc=$?; } 2>"$t" ;;
     nfpcapd) mkdir -p "$out"; { time nfpcapd -r "$capture" -w "$out" >"$log" 2>&1 || rc=$?; } 2>"$t" ;;
     argus) { time argus -r "$capture" -w "$out" >"$log" 2>&1 || rc=$?; } 2>"$t" ;;
+    netflow/ipfix)
+      mkdir -p "$out"
+      local port
+      port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+      nfcapd -b 127.0.0.1 -p "$port" -B 67108864 -w "$out" >"$work/nfcapd.log" 2>&1 & local nfcapd=$!
+      for _ in $(seq 200); do grep -q Startup "$work/nfcapd.log" && break; sleep 0.05; done  # <= 10 s
+      { time "$netflow" --input "$capture" --output /dev/null --workers 2 --ipfix "127.0.0.1:$port" \
+          --summary "$work/summary.json" >"$log" 2>&1 || rc=$?; } 2>"$t"
+      sleep 1; kill -TERM "$nfcapd"; wait "$nfcapd" || true ;;
     netflow/*) { time "$netflow" --input "$capture" --output /dev/null --workers "${1#netflow/}" \
                    --summary "$work/summary.json" >"$log" 2>&1 || rc=$?; } 2>"$t" ;;
   esac
@@ -72,6 +85,12 @@ run_peer() {
     netflow/*) seen=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['packets'])" \
                         "$work/summary.json" 2>/dev/null || true) ;;
   esac
+  if [ "$1" = netflow/ipfix ] && [ "$seen" = "$packets" ]; then
+    local sent got
+    sent=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['ipfix']['records'])" "$work/summary.json")
+    got=$(nfdump -R "$out" -q -o "fmt:%pkt" | wc -l)
+    [ "$sent" = "$got" ] || { echo "netflow_peers: netflow/ipfix: sent $sent records, nfcapd kept $got" >&2; seen=""; }
+  fi
   rm -rf "$out" "$work/summary.json"
   if [ "$rc" != 0 ] || [ "$seen" != "$packets" ]; then
     echo "netflow_peers: $1 failed (exit $rc, packets ${seen:-?} of $packets):" >&2
@@ -103,12 +122,13 @@ for line in open(path):
     runs.setdefault(peer, []).append((float(wall), float(user) + float(sys_)))
 label = {"tcpdump": "tcpdump -n -r F -w /dev/null", "nfpcapd": "nfpcapd -r F -w DIR",
          "argus": "argus -r F -w FILE",
-         "netflow/1": "netflow --workers 1", "netflow/2": "netflow --workers 2"}
+         "netflow/1": "netflow --workers 1", "netflow/2": "netflow --workers 2",
+         "netflow/ipfix": "netflow --workers 2 --ipfix 127.0.0.1:P (nfcapd)"}
 med = {p: statistics.median(w for w, _ in rs) for p, rs in runs.items()}
 print(f"{n:,} packets ({capture.rsplit('/', 1)[-1]}), {rounds} rounds interleaved, order rotating\n")
 print("| peer | runs ok | median wall s | best wall s | packets/s (median) | vs tcpdump | median CPU s |")
 print("|---|---:|---:|---:|---:|---:|---:|")
-for p in ["tcpdump", "nfpcapd", "argus", "netflow/1", "netflow/2"]:
+for p in ["tcpdump", "nfpcapd", "argus", "netflow/1", "netflow/2", "netflow/ipfix"]:
     rs = runs.get(p, [])
     if not rs:
         print(f"| {label[p]} | 0/{rounds} | | | | | |"); continue

@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto q = rill::decode(f);
   if (frame.size() <= rill::pcap_frame::max_bytes) {
     check(q.key == p->key && q.truncated == p->truncated && q.malformed == p->malformed &&
-              q.fragment == p->fragment && q.from_a == p->from_a,
+              q.fragment == p->fragment && q.from_a == p->from_a && q.tcp_flags == p->tcp_flags,
           "frame path == record path");
   }
   // The Kafka mode's codec takes every packet the file mode makes (capture lengths up to
@@ -79,7 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto back = netflow_kafka::decode(v);  // throws (and the fuzzer reports it) if refused
     check(back.key == p->key && back.time == p->time && back.cap_len == p->cap_len && back.wire_len == p->wire_len &&
               back.from_a == p->from_a && back.truncated == p->truncated && back.malformed == p->malformed &&
-              back.fragment == p->fragment && back.vlan_outer == p->vlan_outer && back.vlan_inner == p->vlan_inner,
+              back.fragment == p->fragment && back.tcp_flags == p->tcp_flags && back.vlan_outer == p->vlan_outer && back.vlan_inner == p->vlan_inner,
           "codec round trip");
     check(netflow_kafka::encode(back) == v, "codec bytes round trip");
   }

@@ -79,6 +79,8 @@ void key_transport(std::uint8_t version, std::uint8_t num, const addr16& src, co
     } else {
       out.truncated = true;
     }
+    // TCP flags: byte 13 of the TCP header (RFC 9293 3.1), when it was captured.
+    if (pr == ip_proto::tcp && l4_len > 13) out.tcp_flags = l4[13];
   }
   out.key = flow_key::make(pr, version, src, sp, dst, dp, &out.from_a);
 }

@@ -1,6 +1,8 @@
 // pcap_reader: libpcap behind a pull API that throws only at open. See pcap_reader.hpp.
 #include "rill/connectors/pcap_reader.hpp"
 
+#include "rill/connectors/pcap_filter.hpp"
+
 #include <pcap/pcap.h>
 #include <sys/stat.h>
 
@@ -8,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -34,6 +37,8 @@ class pcap_category_impl final : public std::error_category {
         return "cannot read capture record";
       case pcap_errc::live_open_failed:
         return "cannot open interface for capture";
+      case pcap_errc::bad_filter:
+        return "bad capture filter";
     }
     return "unknown pcap error";
   }
@@ -65,6 +70,7 @@ struct pcap_reader::handle {
   // libpcap returns a record with caplen above the snapshot length cut to it (and skips
   // the rest in the file), so a record of exactly `snapshot` bytes asks the FILE* instead.
   std::uint32_t snapshot = 0;
+  std::optional<pcap_filter> filter;  // files: run on every record in next()
   ~handle() {
     if (p != nullptr) ::pcap_close(p);  // also closes the FILE* of offline captures
   }
@@ -149,6 +155,32 @@ pcap_reader pcap_reader::open_live(const std::string& interface) {
   return pcap_reader(std::move(h), interface, true);
 }
 
+void pcap_reader::set_filter(const std::string& expression) {
+  if (!h_) return;
+  if (!live_) {
+    if (expression.empty()) h_->filter.reset();
+    else
+      h_->filter = pcap_filter::compile(expression, ::pcap_datalink(h_->p), ::pcap_snapshot(h_->p));
+    return;
+  }
+  bpf_program code{};
+  // Netmask unknown, as pcap_filter::compile: one expression means the same everywhere.
+  if (::pcap_compile(h_->p, &code, expression.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
+    const int dlt = ::pcap_datalink(h_->p);
+    const char* name = ::pcap_datalink_val_to_name(dlt);
+    throw pcap_error(pcap_errc::bad_filter,
+                     "bad capture filter \"" + expression + "\" for link type " +
+                         std::to_string(dlt) + " (" + (name ? name : "unknown") +
+                         ") on interface " + name_ + ": " + ::pcap_geterr(h_->p));
+  }
+  const int rc = ::pcap_setfilter(h_->p, &code);
+  ::pcap_freecode(&code);
+  if (rc != 0)
+    throw pcap_error(pcap_errc::bad_filter, "cannot set capture filter \"" + expression +
+                                                "\" on interface " + name_ + ": " +
+                                                ::pcap_geterr(h_->p));
+}
+
 int pcap_reader::linktype() const noexcept { return h_ ? ::pcap_datalink(h_->p) : -1; }
 
 int pcap_reader::snapshot() const noexcept { return h_ ? ::pcap_snapshot(h_->p) : -1; }
@@ -173,6 +205,16 @@ read_status pcap_reader::fail(pcap_errc code, std::string message) noexcept {
 }
 
 read_status pcap_reader::next(pcap_record& out) noexcept {
+  for (;;) {
+    const read_status s = next_unfiltered(out);
+    if (s != read_status::ok || !h_->filter || h_->filter->matches(out.data, out.wire_len))
+      return s;
+    --counters_.records;
+    ++counters_.filtered;
+  }
+}
+
+read_status pcap_reader::next_unfiltered(pcap_record& out) noexcept {
   if (done_ || !h_) return last_error_ ? read_status::error : read_status::end_of_file;
   std::int64_t offset = -1;
   if (!live_) offset = h_->classic ? h_->next_offset : std::ftell(::pcap_file(h_->p));

@@ -127,6 +127,7 @@ pcap_split_reader::pcap_split_reader(pcap_reader probe, const std::byte* map, st
 
 pcap_split_reader::pcap_split_reader(pcap_split_reader&& o) noexcept
     : probe_(std::move(o.probe_)),
+      filter_(std::move(o.filter_)),
       map_(std::exchange(o.map_, nullptr)),
       size_(std::exchange(o.size_, 0)),
       pos_(o.pos_),
@@ -146,6 +147,7 @@ pcap_split_reader& pcap_split_reader::operator=(pcap_split_reader&& o) noexcept 
   if (this != &o) {
     unmap();
     probe_ = std::move(o.probe_);
+    filter_ = std::move(o.filter_);
     map_ = std::exchange(o.map_, nullptr);
     size_ = std::exchange(o.size_, 0);
     pos_ = o.pos_;
@@ -182,19 +184,29 @@ pcap_split_reader::step pcap_split_reader::look(std::uint32_t& caplen) const noe
   return step::record;
 }
 
-// The record at pos_ read by libpcap. Owned: its packet (ok) or error. Not owned: ok when
-// the file goes on after it (the packet is dropped), end_of_file when it ends there.
-read_status pcap_split_reader::special(packet& out, bool owned) noexcept {
+// The record at pos_ read by libpcap. Owned: its packet (ok; `kept` false when the filter
+// rejected it, then `out` is not set) or error. Not owned: ok when the file goes on after
+// it (the packet is dropped), end_of_file when it ends there.
+read_status pcap_split_reader::special(packet& out, bool owned, bool& kept) noexcept {
   done_ = true;
   end_ = read_status::end_of_file;
+  kept = true;
   if (!probe_.seek(static_cast<std::int64_t>(pos_))) return end_;
-  const read_status rs = probe_.next(out);
+  pcap_record rec;
+  const read_status rs = probe_.next(rec);
   if (rs == read_status::ok) {
     // libpcap read all of it (and cut caplen to the snapshot length): header complete.
     pos_ += record_header_bytes + load32(map_ + pos_ + 8, swapped_);
     ++index_;
     done_ = false;
     if (owned) {
+      if (filter_ && !filter_->matches(rec.data, rec.wire_len)) {
+        ++counters_.filtered;
+        kept = false;
+        return rs;
+      }
+      if (auto p = decode(linktype_, rec.data, rec.wire_len, rec.time)) out = *p;
+      else out = packet{};
       ++counters_.records;
       if (out.truncated || out.malformed) ++counters_.truncated;
     }
@@ -222,7 +234,8 @@ bool pcap_split_reader::skip_chunk() noexcept {
         return false;
       case step::special: {
         packet dropped;
-        if (special(dropped, false) != read_status::ok) return false;
+        bool kept = true;
+        if (special(dropped, false, kept) != read_status::ok) return false;
         break;
       }
     }
@@ -230,41 +243,58 @@ bool pcap_split_reader::skip_chunk() noexcept {
   return true;
 }
 
+void pcap_split_reader::set_filter(const std::string& expression) {
+  if (expression.empty()) filter_.reset();
+  else
+    filter_ = std::make_unique<pcap_filter>(
+        pcap_filter::compile(expression, linktype_, static_cast<int>(snapshot_)));
+}
+
 read_status pcap_split_reader::next(packet& out) noexcept {
-  if (done_) return end_;
-  while (index_ % per_chunk_ == 0 && (index_ / per_chunk_) % splits_ != split_) {
-    if (!skip_chunk()) return end_;
+  for (;;) {  // until a record the filter keeps, or the end
+    if (done_) return end_;
+    while (index_ % per_chunk_ == 0 && (index_ / per_chunk_) % splits_ != split_) {
+      if (!skip_chunk()) return end_;
+    }
+    std::uint32_t caplen = 0;
+    switch (look(caplen)) {
+      case step::end:
+        done_ = true;
+        end_ = read_status::end_of_file;
+        return end_;
+      case step::special: {
+        bool kept = true;
+        const read_status rs = special(out, true, kept);
+        if (rs == read_status::ok && !kept) continue;
+        return rs;
+      }
+      case step::record:
+        break;
+    }
+    // As pcap_reader::next: libpcap's fields are 32-bit signed (pcap_timeval), seconds read
+    // back as unsigned (valid to 2106), the fraction sign-extended and scaled to ns.
+    const std::byte* h = map_ + pos_;
+    const std::uint32_t wire_len = load32(h + 12, swapped_);
+    const std::span<const std::byte> data(h + record_header_bytes, caplen);
+    pos_ += record_header_bytes + caplen;
+    ++index_;
+    if (filter_ && !filter_->matches(data, wire_len)) {
+      ++counters_.filtered;
+      continue;
+    }
+    const std::int64_t sec = load32(h, swapped_);
+    const std::int64_t frac =
+        std::int64_t{static_cast<std::int32_t>(load32(h + 4, swapped_))} * (nano_ ? 1 : 1000);
+    const event_time t{std::chrono::nanoseconds{sec * 1'000'000'000 + frac}};
+    if (auto p = decode(linktype_, data, wire_len, t)) {
+      out = *p;
+    } else {
+      out = packet{};
+    }
+    if (out.truncated || out.malformed) ++counters_.truncated;
+    ++counters_.records;
+    return read_status::ok;
   }
-  std::uint32_t caplen = 0;
-  switch (look(caplen)) {
-    case step::end:
-      done_ = true;
-      end_ = read_status::end_of_file;
-      return end_;
-    case step::special:
-      return special(out, true);
-    case step::record:
-      break;
-  }
-  // As pcap_reader::next: libpcap's fields are 32-bit signed (pcap_timeval), seconds read
-  // back as unsigned (valid to 2106), the fraction sign-extended and scaled to ns.
-  const std::byte* h = map_ + pos_;
-  const std::int64_t sec = load32(h, swapped_);
-  const std::int64_t frac =
-      std::int64_t{static_cast<std::int32_t>(load32(h + 4, swapped_))} * (nano_ ? 1 : 1000);
-  const std::uint32_t wire_len = load32(h + 12, swapped_);
-  const event_time t{std::chrono::nanoseconds{sec * 1'000'000'000 + frac}};
-  if (auto p = decode(linktype_, std::span<const std::byte>(h + record_header_bytes, caplen),
-                      wire_len, t)) {
-    out = *p;
-  } else {
-    out = packet{};
-  }
-  if (out.truncated || out.malformed) ++counters_.truncated;
-  ++counters_.records;
-  pos_ += record_header_bytes + caplen;
-  ++index_;
-  return read_status::ok;
 }
 
 }  // namespace rill

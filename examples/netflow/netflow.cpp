@@ -1,22 +1,27 @@
-// netflow — the main job: per-window, per-conversation packet and byte counts of packet
-// captures.
+// netflow — the main job: per-window, per-conversation flow records of packet captures.
 //
-//   pcap_source (a classic pcap file: one split per worker; pcapng, FIFO, --interface:
-//     one split; --rebalance: pcap_frame_source -> rebalance -> decode)
+//   pcap_source (--filter: BPF; a classic pcap file: one split per worker; pcapng, FIFO,
+//     --interface: one split; --rebalance: pcap_frame_source -> rebalance -> decode)
 //     -> filter(IP only) -> key_by(5-tuple)
-//     -> window(tumbling --window, --max-delay) -> aggregate(packets, bytes)
-//     -> ordered_sink (JSON lines, sorted by window then conversation)
+//     -> window(tumbling --window, --max-delay; --conversations: one window)
+//     -> aggregate(flow_stats: packets, bytes, TCP flags per direction; first, last)
+//     -> ordered_sink (JSON lines or CSV, sorted by window then conversation)
 //
 // Run with no arguments it reads real captures that Debian packages ship (python3-dpkt's
 // http.pcap and dns_icmp.pcap, sip-tester's g711a.pcap) as three inputs merged by
-// capture time. Output lines: window_start_ns, window_end_ns, proto, a_ip, a_port, b_ip,
-// b_port, packets, bytes. The summary (stderr, --summary FILE, or --summary - for stdout
-// when --output is a file) is one JSON object.
+// capture time. Output lines (flow_row.hpp's row_fields): window_start_ns, window_end_ns
+// (not with --conversations), proto, a_ip, a_port, b_ip, b_port, packets, bytes,
+// a_to_b_packets, a_to_b_bytes, b_to_a_packets, b_to_a_bytes, a_to_b_tcp_flags,
+// b_to_a_tcp_flags, first_ns, last_ns. --format csv writes them as CSV after a header
+// line. The summary (stderr, --summary FILE, or --summary - for stdout when --output is a
+// file) is one JSON object, with the packets --filter rejected ("filtered") and the top
+// 10 conversations by bytes ("top_talkers").
 // Exit status: 0 on success; 1 when a capture had a read error (every record before it
 // was still processed and written), an enrichment lookup failed for good (the row is
 // written with null enrichment fields) or writing --output/--summary failed (a closed
 // output pipe too: SIGPIPE is ignored, EPIPE stops the run); 2 on bad arguments (the
-// message names the option and the value) or an unreadable input.
+// message names the option and the value; a --filter libpcap cannot compile, with its
+// message) or an unreadable input.
 // --enrich [URL] adds "service" (IANA name of the lower port, /etc/services) and
 // "a_class"/"b_class" (IANA special-purpose address registries) to every row, through
 // three batched enrich stages; without URL an enrichment service runs in-process.
@@ -29,7 +34,7 @@
 // --window, --max-delay, --workers and --topology, and run the same pipeline
 // (flow_row.hpp's count_flows), so the flow types and the job exist once.
 #include <CLI/CLI.hpp>
-#include <absl/container/flat_hash_set.h>
+#include <absl/container/flat_hash_map.h>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -56,6 +61,7 @@
 #include "cli_checks.hpp"
 #include "enrichment_service.hpp"
 #include "flow_row.hpp"
+#include "ipfix_export.hpp"
 #include "report.hpp"
 #include "reporting.hpp"
 #include "kafka_mode.hpp"  // --probe / --brokers: Kafka mode
@@ -87,14 +93,24 @@ struct by_key {
   bool operator()(const flow_row& a, const flow_row& b) const { return a.key < b.key; }
 };
 
-/// Writes one JSON line per row and remembers totals for the summary. Called under the
-/// ordered_sink's lock; the aggregation gives exactly one row per (window, conversation).
+/// A conversation's packets and bytes over every window (the summary's top talkers).
+struct conversation_totals {
+  std::uint64_t packets = 0, bytes = 0;
+};
+using conversation_map = absl::flat_hash_map<rill::flow_key, conversation_totals>;
+
+/// Writes one line per row (JSON or CSV) and remembers totals for the summary. Called
+/// under the ordered_sink's lock; the aggregation gives exactly one row per (window,
+/// conversation).
 struct line_writer {
   std::ostream* out;
-  absl::flat_hash_set<rill::flow_key>* conversations;
+  conversation_map* conversations;
   std::size_t* lines;
   netflow::traffic_report* report;  ///< --report: every row; null otherwise
-  bool enriched = false;
+  netflow::row_format format;
+  bool csv = false;
+  netflow::ipfix_exporter* ipfix;  ///< --ipfix: every row, flushed at each new window; null otherwise
+  rill::event_time* ipfix_window;  ///< window start of the rows ipfix holds
   /// Called once, at the first failed write (e.g. EPIPE: the reader of a pipe closed it),
   /// with that write's errno: there is no point reading on.
   std::function<void(int)> on_write_error;
@@ -103,12 +119,20 @@ struct line_writer {
     errno = 0;
     thread_local std::string line;  // reused: one allocation per thread, not per row
     line.clear();
-    netflow::append_row_json(line, r, enriched);
+    if (csv) netflow::append_row_csv(line, r, format);
+    else netflow::append_row_json(line, r, format);
     line += '\n';
     out->write(line.data(), std::streamsize(line.size()));
     if (was_ok && !*out && on_write_error) on_write_error(errno);
     ++*lines;
-    conversations->insert(r.key);
+    if (ipfix) {
+      if (r.window_start != *ipfix_window) ipfix->flush();  // the previous window is complete
+      *ipfix_window = r.window_start;
+      ipfix->add(r);
+    }
+    auto& c = (*conversations)[r.key];
+    c.packets += r.packets;
+    c.bytes += r.bytes;
     if (report) report->add(r);
   }
 };
@@ -127,12 +151,13 @@ std::string option_of(const std::string& key) {
 /// exit without running (help: 0, bad arguments: 2).
 struct cli {
   std::vector<std::string> inputs;
-  std::string interface, output = "-", summary_path, topology, enrich_url, report_path;
+  std::string interface, output = "-", summary_path, topology, enrich_url, report_path, format = "jsonl", filter;
+  std::string ipfix_host, ipfix_port;  ///< --ipfix HOST:PORT
   std::chrono::nanoseconds window{}, delay{};
   std::size_t workers = 0;
   std::uint16_t metrics_port = 0;
   std::int64_t stall_ms = 100;
-  bool progress = false, rebalance = false, enrich = false;
+  bool progress = false, rebalance = false, enrich = false, conversations = false;
   netflow_kafka::options kafka;
 
   std::optional<int> parse(int argc, char** argv) {
@@ -144,9 +169,19 @@ struct cli {
     // One source or the other: both given is a usage error (exit 2), not a silent choice.
     app.add_option("--interface", interface, "capture live from this interface instead (libpcap)")
         ->excludes(input_opt);
+    app.add_option("--filter", filter,
+                   "capture filter: a BPF expression (pcap-filter(7), as tcpdump's), e.g. \"tcp port 80\"");
+    std::string ipfix_text;
+    app.add_option("--ipfix", ipfix_text,
+                   "send every flow record as IPFIX over UDP to this collector when its window closes, "
+                   "e.g. 127.0.0.1:4739 or [::1]:4739 (nfcapd -p PORT)");
     app.add_option("--window", window_text, "tumbling window length (e.g. 10s, 500ms)");
     app.add_option("--max-delay", delay_text, "maximum out-of-order delay (watermark lag)");
-    app.add_option("--output,-o", output, "JSON lines output file, or - for stdout");
+    app.add_option("--output,-o", output, "output file (one row per line), or - for stdout");
+    app.add_option("--format", format, "output rows as JSON lines (jsonl, the default) or CSV with a header line (csv)")
+        ->check(CLI::IsMember({"jsonl", "csv"}));
+    auto* conv_opt = app.add_flag("--conversations", conversations,
+                                  "one row per conversation over the whole capture (no windows), as tshark -z conv");
     app.add_option("--summary", summary_path,
                    "write the summary JSON here; - for stdout (then --output must be a file); "
                    "default: stderr");
@@ -178,11 +213,30 @@ struct cli {
     for (const char* k : {"--probe", "--topic", "--from", "--to", "--group", "--idle-exit"})
       app.get_option(k)->needs(brokers_opt);
     for (const char* f : {"--output", "--summary", "--progress", "--rebalance", "--enrich", "--interface",
-                          "--metrics-port", "--report", "--stall-threshold"})
+                          "--metrics-port", "--report", "--stall-threshold", "--format", "--conversations",
+                          "--filter", "--ipfix"})
       app.get_option(f)->excludes(brokers_opt);
+    // The report plots rates per window: one window of the whole capture has none.
+    conv_opt->excludes(app.get_option("--report"));
     input_opt->excludes(app.get_option("--from"));
     try {
       app.parse(argc, argv);
+      if (conv_opt->count() > 0 && app.get_option("--window")->count() > 0)
+        throw CLI::ValidationError("--conversations", "has no windows: leave out --window");
+      if (!ipfix_text.empty()) {
+        // HOST:PORT, the host of an IPv6 address in brackets; the port a number 1..65535.
+        const auto colon = ipfix_text.rfind(':');
+        std::string host = colon == std::string::npos ? "" : ipfix_text.substr(0, colon);
+        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        const std::string port = colon == std::string::npos ? "" : ipfix_text.substr(colon + 1);
+        const bool port_ok = !port.empty() && port.size() <= 5 &&
+                             port.find_first_not_of("0123456789") == std::string::npos && std::stoi(port) >= 1 &&
+                             std::stoi(port) <= 65535;
+        if (host.empty() || !port_ok)
+          throw CLI::ValidationError("--ipfix", "expected HOST:PORT with a port 1..65535, got \"" + ipfix_text + "\"");
+        ipfix_host = host;
+        ipfix_port = port;
+      }
       window = parse_duration(window_text, "--window");
       delay = parse_duration(delay_text, "--max-delay");
       if (window <= 0ns) throw CLI::ValidationError("--window", "must be > 0, got \"" + window_text + "\"");
@@ -201,6 +255,7 @@ struct cli {
     }
     enrich = enrich_opt->count() > 0;
     if (inputs.empty() && interface.empty()) inputs = default_inputs;
+    if (conversations) window = netflow::whole_capture;
     return std::nullopt;
   }
 };
@@ -234,7 +289,24 @@ auto enriched(Rows&& rows, const std::string& url, Keep keep) {
 }
 
 /// The summary object (see the banner).
-json summary_of(const rill::pcap_source_stats& stats, const rill::run_report& rep, std::size_t conversations,
+/// The `top` conversations by bytes (ties: by key), largest first, as summary objects.
+json top_talkers(const conversation_map& conversations, std::size_t top) {
+  std::vector<std::pair<rill::flow_key, conversation_totals>> v(conversations.begin(), conversations.end());
+  auto larger = [](const auto& x, const auto& y) {
+    return x.second.bytes != y.second.bytes ? x.second.bytes > y.second.bytes : x.first < y.first;
+  };
+  const auto n = std::min(top, v.size());
+  std::partial_sort(v.begin(), v.begin() + std::ptrdiff_t(n), v.end(), larger);
+  json out = json::array();
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& [k, t] = v[i];
+    out.push_back({{"proto", rill::to_string(k.proto)}, {"a", k.a_endpoint()}, {"b", k.b_endpoint()},
+                   {"packets", t.packets}, {"bytes", t.bytes}});
+  }
+  return out;
+}
+
+json summary_of(const rill::pcap_source_stats& stats, const rill::run_report& rep, const conversation_map& conversations,
                 std::size_t lines, std::uint64_t enrich_errors, std::size_t workers) {
   const auto p = stats.packets.load();
   json by_proto;
@@ -246,9 +318,11 @@ json summary_of(const rill::pcap_source_stats& stats, const rill::run_report& re
           {"by_proto", by_proto},
           {"non_ip", stats.by_proto[std::size_t(rill::ip_proto::non_ip)].load()},
           {"truncated", stats.truncated.load()},
+          {"filtered", stats.filtered.load()},
           {"late", rep.stage("window").late},
-          {"conversations", conversations},
+          {"conversations", conversations.size()},
           {"windows_rows", lines},
+          {"top_talkers", top_talkers(conversations, 10)},
           {"errors", rep.errors},
           {"enrich_errors", enrich_errors},
           {"workers", workers},
@@ -295,13 +369,13 @@ int main(int argc, char** argv) {
                       .stall_threshold = std::chrono::milliseconds{a.stall_ms}}};
     // Capture files: each splittable file is read as one split per worker (interleaved
     // chunks of records), so every worker decodes. --rebalance reads them whole.
-    auto src = !a.interface.empty() ? rill::pcap_source::live(a.interface)
-               : a.rebalance       ? rill::pcap_source{a.inputs}
-                                   : rill::pcap_source{a.inputs, {.splits_per_file = rt.worker_count()}};
+    auto src = !a.interface.empty() ? rill::pcap_source::live(a.interface, a.filter)
+               : a.rebalance       ? rill::pcap_source{a.inputs, {.filter = a.filter}}
+                                   : rill::pcap_source{a.inputs, {.splits_per_file = rt.worker_count(), .filter = a.filter}};
     // --rebalance on files: read raw frames, rebalance, decode on every worker (one
     // capture file is one split). Not the default: handing a frame to another worker
     // costs about what decoding it does (bench/RESULTS.md "decoding after a rebalance").
-    rill::pcap_frame_source frames{a.inputs};
+    rill::pcap_frame_source frames{a.inputs, a.filter};
     const bool spread = a.interface.empty() && a.rebalance;
     auto stats = spread ? frames.stats() : src.stats();
     std::unique_ptr<rill::svc::enrichment_service> local_service;
@@ -310,12 +384,24 @@ int main(int argc, char** argv) {
       local_service->start();
       a.enrich_url = local_service->url();
     }
-    absl::flat_hash_set<rill::flow_key> conversations;
+    conversation_map conversations;
     std::size_t lines = 0;
     int write_errno = 0;  // of the first failed write to --output
     netflow::traffic_report report{a.window};
-    const line_writer writer{&out, &conversations, &lines, a.report_path.empty() ? nullptr : &report, a.enrich,
-                             [&](int err) {
+    std::unique_ptr<netflow::ipfix_exporter> ipfix;
+    if (!a.ipfix_host.empty()) {
+      try {
+        ipfix = std::make_unique<netflow::ipfix_exporter>(a.ipfix_host, a.ipfix_port);
+      } catch (const std::runtime_error& e) {
+        std::cerr << "netflow: --ipfix: " << e.what() << '\n';
+        return 2;
+      }
+    }
+    rill::event_time ipfix_window = rill::event_time::min();
+    const netflow::row_format format{.windows = !a.conversations, .enriched = a.enrich};
+    if (a.format == "csv") out << netflow::csv_header(format) << '\n';
+    const line_writer writer{&out, &conversations, &lines, a.report_path.empty() ? nullptr : &report, format,
+                             a.format == "csv", ipfix.get(), &ipfix_window, [&](int err) {
                                write_errno = err;
                                rt.request_stop();  // nothing more can be written: stop reading
                              }};
@@ -340,17 +426,31 @@ int main(int argc, char** argv) {
     rill_examples::interval_rate rate{0, std::chrono::steady_clock::now()};
     const bool tty = ::isatty(STDERR_FILENO) == 1;
     auto progress = [&](const rill::run_progress&) {
+      if (ipfix) ipfix->flush();  // a live capture's rows go out within a second
+      if (!a.progress) return;
       const auto n = stats->packets.load();
       std::cerr << (tty ? "\r" : "") << "netflow: " << n << " packets, "
                 << std::uint64_t(rate.sample(n, std::chrono::steady_clock::now()) + 0.5) << " packets/s"
                 << (tty ? "\033[K" : "\n") << std::flush;
     };
-    const auto rep = rt.run(job, {.progress = a.progress ? std::function(progress) : nullptr});
+    const auto rep =
+        rt.run(job, {.progress = a.progress || ipfix ? std::function(progress) : nullptr});
     if (a.progress && tty) std::cerr << '\n';  // end the updating line
 
     // 3. The report.
     const bool output_ok = finish_output(out, a.output, write_errno);
-    const json summary = summary_of(*stats, rep, conversations.size(), lines, enrich_errors->load(), rt.worker_count());
+    json summary = summary_of(*stats, rep, conversations, lines, enrich_errors->load(), rt.worker_count());
+    bool ipfix_ok = true;
+    if (ipfix) {
+      ipfix->flush();
+      const auto x = ipfix->stats();
+      summary["ipfix"] = {{"records", x.records}, {"errors", x.errors}};
+      if (x.errors > 0) {
+        std::cerr << "netflow: error: --ipfix " << a.ipfix_host << ":" << a.ipfix_port << ": " << x.errors
+                  << " failed sends, the first: " << x.first_error << '\n';
+        ipfix_ok = false;
+      }
+    }
     bool summary_ok = true;
     if (a.summary_path.empty()) {
       std::cerr << summary.dump() << '\n';
@@ -369,9 +469,10 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& e : rep.errors) std::cerr << "netflow: error: " << e << '\n';
-    return rep.errors.empty() && enrich_errors->load() == 0 && output_ok && summary_ok ? 0 : 1;
+    return rep.errors.empty() && enrich_errors->load() == 0 && output_ok && summary_ok && ipfix_ok ? 0 : 1;
   } catch (const rill::pcap_error& e) {
-    std::cerr << "netflow: " << e.what() << '\n';
+    const bool filter = e.code() == rill::pcap_errc::bad_filter;
+    std::cerr << "netflow: " << (filter ? "--filter: " : "") << e.what() << '\n';
     return 2;
   } catch (const rill::config_error& e) {  // named by the option the user typed
     // what() starts with the key ("runtime.topology: expected ..."): the option replaces it

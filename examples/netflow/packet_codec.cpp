@@ -58,6 +58,7 @@ std::string encode(const rill::packet& p) {
   s[17] = char(p.key.ip_version);
   s[18] = char((p.from_a ? 1 : 0) | (p.truncated ? 2 : 0) | (p.malformed ? 4 : 0) | (p.fragment ? 8 : 0) |
                (p.key.a_port ? 16 : 0) | (p.key.b_port ? 32 : 0));
+  s[19] = char(p.tcp_flags);
   put<std::uint16_t>(s, 20, p.key.a_port.value_or(0));
   put<std::uint16_t>(s, 22, p.key.b_port.value_or(0));
   put<std::uint16_t>(s, 24, p.vlan_outer);
@@ -97,6 +98,7 @@ rill::packet decode(std::string_view s) {
   p.truncated = f & 2;
   p.malformed = f & 4;
   p.fragment = f & 8;
+  p.tcp_flags = std::uint8_t(s[19]);
   if (f & 16) p.key.a_port = get<std::uint16_t>(s, 20);
   if (f & 32) p.key.b_port = get<std::uint16_t>(s, 22);
   p.vlan_outer = get<std::uint16_t>(s, 24);
@@ -104,9 +106,11 @@ rill::packet decode(std::string_view s) {
   std::memcpy(p.key.a_addr.data(), s.data() + 28, 16);
   std::memcpy(p.key.b_addr.data(), s.data() + 44, 16);
   check_key(p.key, f);
-  // Bytes encode() writes as zero: a value is one encode() wrote exactly when
-  // encode(decode(value)) == value.
-  if (s[19] != 0) bad("pad byte 19 = " + std::to_string(std::uint8_t(s[19])) + " (must be 0)");
+  // Bytes encode() writes as zero, and flags decode never sets on other protocols: a value
+  // is one encode() wrote exactly when encode(decode(value)) == value.
+  if (p.tcp_flags != 0 && p.key.proto != rill::ip_proto::tcp)
+    bad("tcp_flags " + std::to_string(p.tcp_flags) + " on a " + std::string(rill::to_string(p.key.proto)) +
+        " packet (only tcp has them)");
   if (!(f & 16) && get<std::uint16_t>(s, 20) != 0) bad("a_port bytes set without the a_port flag");
   if (!(f & 32) && get<std::uint16_t>(s, 22) != 0) bad("b_port bytes set without the b_port flag");
   return p;

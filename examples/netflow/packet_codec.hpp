@@ -8,7 +8,7 @@
 // Wire format, little-endian:
 //   0 time ns (i64) | 8 wire_len (u32) | 12 cap_len (u32) | 16 proto | 17 ip_version |
 //  18 flags (from_a 1, truncated 2, malformed 4, fragment 8, a_port set 16, b_port set 32) |
-//  19 pad | 20 a_port (u16) | 22 b_port (u16) | 24 vlan_outer (u16) | 26 vlan_inner (u16) |
+//  19 tcp_flags | 20 a_port (u16) | 22 b_port (u16) | 24 vlan_outer (u16) | 26 vlan_inner (u16) |
 //  28 a_addr[16] | 44 b_addr[16] | 60 magic "RP1\0"
 //
 // Thread safety: pure functions, any thread.
@@ -43,8 +43,9 @@ std::string encode(const rill::packet& p);
 /// The packet in `value`. Throws std::invalid_argument, naming the field and its value,
 /// when the value is not one encode() writes for a packet rill::decode returns: wrong
 /// size or magic, a proto byte that is not a rill::ip_proto, ip_version not 4 or 6 (0
-/// exactly for non_ip), unknown flag bits, a non-zero pad byte or port bytes without
-/// their flag (so encode(decode(v)) == v for every v accepted), wire_len or cap_len over
+/// exactly for non_ip), unknown flag bits, TCP flags on a packet that is not tcp, port
+/// bytes without their flag (so encode(decode(v)) == v for every v accepted), wire_len or
+/// cap_len over
 /// max_packet_len,
 /// cap_len over wire_len, time before min_time_ns, or a key that breaks rill::flow_key's
 /// invariants (<rill/connectors/packet.hpp>): one port set without the other, ports on a

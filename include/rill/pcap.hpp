@@ -1,6 +1,7 @@
 // rill/pcap.hpp — packets and captures: rill::packet and rill::flow_key (decoded
-// Ethernet/IP headers), pcap_reader, pcap_source (a capture file or a live interface),
-// pcap_frame and pcap_frame_source (undecoded frames). Target rill::rill (libpcap).
+// Ethernet/IP headers), pcap_filter (BPF capture filters), pcap_reader, pcap_source (a
+// capture file or a live interface), pcap_frame and pcap_frame_source (undecoded
+// frames). Target rill::rill (libpcap).
 //
 // Example (namespace scope; packets and bytes per conversation and 10 s tumbling window;
 // compiled by tests/banner_examples.py, run by tests/operators/banner_examples_test.cpp):
@@ -28,6 +29,7 @@
 #pragma once
 
 #include "rill/connectors/packet.hpp"
+#include "rill/connectors/pcap_filter.hpp"
 #include "rill/connectors/pcap_frame.hpp"
 #include "rill/connectors/pcap_frame_source.hpp"
 #include "rill/connectors/pcap_reader.hpp"

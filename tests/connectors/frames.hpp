@@ -64,14 +64,14 @@ inline bytes udp(std::uint16_t sp, std::uint16_t dp, const bytes& payload) {
   return cat(b, payload);
 }
 
-inline bytes tcp(std::uint16_t sp, std::uint16_t dp, const bytes& payload) {
+inline bytes tcp(std::uint16_t sp, std::uint16_t dp, const bytes& payload, std::uint8_t flags = 0x02) {
   bytes b;
   put16(b, sp);
   put16(b, dp);
   put32(b, 1000);       // seq
   put32(b, 0);          // ack
   b.push_back(5 << 4);  // data offset 5
-  b.push_back(0x02);    // SYN
+  b.push_back(flags);   // default SYN
   put16(b, 65535);
   put16(b, 0);
   put16(b, 0);

@@ -317,6 +317,29 @@ TEST(decode, transport_header_cut_keeps_addresses_without_ports) {
   EXPECT_EQ(p.key.a_endpoint(), "10.0.0.2");
 }
 
+TEST(decode, tcp_flags_byte_of_tcp_packets_only) {
+  // SYN+ACK (0x12) over IPv4, FIN+PSH+ACK+CWR (0x99) over IPv6: byte 13 of the TCP header.
+  auto synack = must_decode(linktype_ethernet, eth(eth_ipv4, ipv4(h1, h2, 6, tcp(80, 8080, {}, 0x12))));
+  EXPECT_EQ(synack.tcp_flags, 0x12);
+  auto fin6 = must_decode(linktype_ethernet,
+                          eth(eth_ipv6, ipv6(v6(0x2001, 1), v6(0x2001, 2), 6, tcp(443, 50000, {7}, 0x99))));
+  EXPECT_EQ(fin6.key.proto, ip_proto::tcp);
+  EXPECT_EQ(fin6.tcp_flags, 0x99);
+  // UDP and ICMP have none, whatever their byte 13 holds.
+  auto udp_p = must_decode(linktype_ethernet,
+                           eth(eth_ipv4, ipv4(h1, h2, 17, udp(1, 2, bytes(16, 0xff)))));
+  EXPECT_EQ(udp_p.tcp_flags, 0);
+  // A TCP header cut before byte 13: ports known, flags not.
+  bytes cut = eth(eth_ipv4, ipv4(h1, h2, 6, tcp(80, 8080, {}, 0x12)));
+  cut.resize(14 + 20 + 13);
+  auto c = must_decode(linktype_ethernet, cut);
+  EXPECT_TRUE(c.key.a_port.has_value());
+  EXPECT_EQ(c.tcp_flags, 0);
+  cut = eth(eth_ipv4, ipv4(h1, h2, 6, tcp(80, 8080, {}, 0x12)));
+  cut.resize(14 + 20 + 14);
+  EXPECT_EQ(must_decode(linktype_ethernet, cut).tcp_flags, 0x12);
+}
+
 TEST(decode, bounded_by_ipv4_total_length_not_ethernet_padding) {
   // Total length says 20 + 2: only 2 bytes of UDP belong to the datagram; the rest of
   // the 60-byte frame is Ethernet padding and must not become a port.

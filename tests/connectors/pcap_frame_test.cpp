@@ -50,6 +50,7 @@ std::string packet_differences(const rill::packet& a, const rill::packet& b) {
   if (a.truncated != b.truncated) os << " truncated " << a.truncated << "/" << b.truncated;
   if (a.malformed != b.malformed) os << " malformed " << a.malformed << "/" << b.malformed;
   if (a.fragment != b.fragment) os << " fragment " << a.fragment << "/" << b.fragment;
+  if (a.tcp_flags != b.tcp_flags) os << " tcp_flags " << int(a.tcp_flags) << "/" << int(b.tcp_flags);
   if (a.vlan_outer != b.vlan_outer) os << " vlan_outer " << a.vlan_outer << "/" << b.vlan_outer;
   if (a.vlan_inner != b.vlan_inner) os << " vlan_inner " << a.vlan_inner << "/" << b.vlan_inner;
   return os.str();
@@ -223,9 +224,12 @@ TEST(pcap_frame, assign_copies_at_most_max_bytes_and_keeps_the_lengths) {
 
 TEST(pcap_frame, headers_past_the_cap_decode_as_a_capture_cut_there) {
   constexpr std::size_t cap = rill::pcap_frame::max_bytes;
-  // Ethernet 14 + IPv6 40 + DstOpts 8*(1+units) + TCP: the ports start at 62 + 8*units.
-  const std::uint8_t fits = static_cast<std::uint8_t>((cap - 4 - 62) / 8);  // ports end <= cap
-  for (std::uint8_t units : {std::uint8_t(fits), std::uint8_t(fits + 1), std::uint8_t(fits + 20)}) {
+  // Ethernet 14 + IPv6 40 + DstOpts 8*(1+units) + TCP: the ports start at 62 + 8*units,
+  // the TCP flags byte is 13 bytes further.
+  const std::uint8_t all_fit = static_cast<std::uint8_t>((cap - 14 - 62) / 8);   // flags byte <= cap
+  const std::uint8_t ports_fit = static_cast<std::uint8_t>((cap - 4 - 62) / 8);  // ports end <= cap
+  ASSERT_GT(ports_fit, all_fit);  // one size where the ports fit and the flags do not
+  for (std::uint8_t units : {all_fit, ports_fit, std::uint8_t(ports_fit + 1), std::uint8_t(ports_fit + 20)}) {
     SCOPED_TRACE(int(units));
     const bytes b = eth(eth_ipv6, tcp6_ext(units, 443, 50000));
     const auto t = rill::event_time{std::chrono::nanoseconds{5}};
@@ -234,7 +238,7 @@ TEST(pcap_frame, headers_past_the_cap_decode_as_a_capture_cut_there) {
     EXPECT_FALSE(full->truncated);
     ASSERT_TRUE(full->key.a_port.has_value());
     const auto got = rill::decode(frame_of(1, b, static_cast<std::uint32_t>(b.size())));
-    if (62 + 8 * std::size_t{units} + 4 <= cap) {
+    if (62 + 8 * std::size_t{units} + 14 <= cap) {
       EXPECT_EQ(packet_differences(got, *full), "");
       continue;
     }
@@ -243,8 +247,10 @@ TEST(pcap_frame, headers_past_the_cap_decode_as_a_capture_cut_there) {
     ASSERT_TRUE(as_cut);
     as_cut->cap_len = static_cast<std::uint32_t>(b.size());
     EXPECT_EQ(packet_differences(got, *as_cut), "");
-    EXPECT_TRUE(got.truncated);
-    EXPECT_FALSE(got.key.a_port.has_value());
+    EXPECT_EQ(got.tcp_flags, 0);  // byte 13 of TCP was not copied
+    const bool ports_copied = 62 + 8 * std::size_t{units} + 4 <= cap;
+    EXPECT_EQ(got.truncated, !ports_copied);
+    EXPECT_EQ(got.key.a_port.has_value(), ports_copied);
     EXPECT_EQ(got.key.a_ip_string(), full->key.a_ip_string());  // the IPv6 header fits
   }
 }

@@ -44,7 +44,7 @@ static_assert(sizeof(rill::packet) == 72,
 
 auto fields(const rill::packet& p) {
   return std::tie(p.time, p.key, p.wire_len, p.cap_len, p.from_a, p.truncated, p.malformed,
-                  p.fragment, p.vlan_outer, p.vlan_inner);
+                  p.fragment, p.tcp_flags, p.vlan_outer, p.vlan_inner);
 }
 bool less(const rill::packet& a, const rill::packet& b) { return fields(a) < fields(b); }
 

@@ -49,6 +49,17 @@ TEST(netflow_cli, durations_are_reported_under_the_option_typed) {
                      {"--max-delay", "99999999999999999999s", "too large"});
 }
 
+TEST(netflow_cli, flow_options_name_the_option_and_the_value) {
+  expect_usage_error(netflow + " --ipfix 127.0.0.1", {"--ipfix", "HOST:PORT", "\"127.0.0.1\""});
+  expect_usage_error(netflow + " --ipfix 127.0.0.1:0", {"--ipfix", "1..65535", "\"127.0.0.1:0\""});
+  expect_usage_error(netflow + " --ipfix :4739", {"--ipfix", "\":4739\""});
+  expect_usage_error(netflow + " --ipfix nosuchhost.invalid:4739", {"--ipfix", "nosuchhost.invalid:4739"});
+  expect_usage_error(netflow + " --format xml", {"--format", "xml"});
+  expect_usage_error(netflow + " --conversations --window 5s", {"--conversations", "--window"});
+  expect_usage_error(netflow + " --conversations --report x.html", {"--conversations", "--report"});
+  expect_usage_error(netflow + " --filter \"ip and (\"", {"--filter", "ip and (", "syntax error"});
+}
+
 // Kafka mode's --idle-exit is checked before any broker is contacted (was "netflow: stoll").
 TEST(netflow_cli, kafka_idle_exit_out_of_range_names_the_option_and_the_value) {
   expect_usage_error(

@@ -37,6 +37,7 @@ rill::packet tcp_packet() {
   p.key.b_port = 80;
   p.from_a = true;
   p.fragment = true;
+  p.tcp_flags = 0x18;  // PSH+ACK
   p.vlan_outer = 100;
   return p;
 }
@@ -67,6 +68,8 @@ TEST(packet_codec, round_trip) {
   EXPECT_EQ(q.key, p.key);
   EXPECT_EQ(q.from_a, p.from_a);
   EXPECT_EQ(q.fragment, p.fragment);
+  EXPECT_EQ(q.tcp_flags, 0x18);
+  EXPECT_EQ(std::uint8_t(v[19]), 0x18);  // the byte the header gives it
   EXPECT_FALSE(q.truncated);
   EXPECT_EQ(q.vlan_outer, 100);
   rill::packet non_ip;  // proto non_ip, ip_version 0, all zero
@@ -141,6 +144,7 @@ TEST(packet_codec, keys_decode_never_produces_are_refused) {
   v[18] = char(v[18] & ~48);  // icmp without ports: what decode gives
   poke<std::uint16_t>(v, 20, 0);
   poke<std::uint16_t>(v, 22, 0);
+  v[19] = 0;  // and no TCP flags
   EXPECT_EQ(decode(v).key.proto, rill::ip_proto::icmp);
   EXPECT_EQ(encode(decode(v)), v);
   rill::packet non_ip;
@@ -169,11 +173,12 @@ TEST(packet_codec, keys_decode_never_produces_are_refused) {
   poke<std::uint16_t>(v, 22, 80);
   expect_refused(v, "not direction-normalised");
   v = good;
-  v[19] = 1;
-  expect_refused(v, "pad byte 19 = 1");
+  v[16] = char(rill::ip_proto::udp);  // PSH+ACK in byte 19 on a udp packet
+  expect_refused(v, "tcp_flags 24 on a udp packet");
   v = good;
   v[16] = char(rill::ip_proto::icmp);
   v[18] = char(v[18] & ~48);  // no port flags, but the port bytes still hold 10000 and 80
+  v[19] = 0;
   expect_refused(v, "a_port bytes set without the a_port flag");
   v = good;
   poke<std::uint32_t>(v, 12, 1515);  // cap_len over wire_len 1514

@@ -3,7 +3,8 @@
 // Defines:
 //   rill::ip_proto              tcp / udp / icmp / icmpv6 / other / non_ip (+ to_string)
 //   rill::flow_key              direction-normalised conversation key (proto, addresses, ports)
-//   rill::packet                one decoded frame: event time, lengths, key, flags, VLAN tags
+//   rill::packet                one decoded frame: event time, lengths, key, TCP flags,
+//                               decode flags, VLAN tags
 //   rill::decode                link-layer bytes (or a rill::pcap_frame) -> packet; pure,
 //                               noexcept, no libpcap; a function object, so that
 //                               `.map(rill::decode)` names it in a pipeline
@@ -137,6 +138,12 @@ struct packet {
   /// have no ports (their payload does not start with a transport header, so ports read
   /// there would be payload bytes); first fragments keep their real ports.
   bool fragment = false;
+  /// The TCP flags byte (byte 13 of the TCP header, RFC 9293 3.1: CWR 0x80 ECE 0x40 URG
+  /// 0x20 ACK 0x10 PSH 0x08 RST 0x04 SYN 0x02 FIN 0x01) of a tcp packet whose captured
+  /// bytes hold its TCP header up to that byte; 0 otherwise (other protocols, non-first
+  /// fragments, a header cut off before byte 13). Sits in the struct's tail padding:
+  /// sizeof(packet) is what it is without it.
+  std::uint8_t tcp_flags = 0;
   std::uint16_t vlan_outer = 0;  ///< first 802.1Q/802.1ad VLAN ID, 0 = none (or priority tag)
   std::uint16_t vlan_inner = 0;  ///< second VLAN ID (QinQ), 0 = none
 };

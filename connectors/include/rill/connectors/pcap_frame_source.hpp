@@ -129,11 +129,15 @@ class pcap_frame_source {
   using value_type = pcap_frame;
 
   /// Capture files, read as one split each (one input each downstream). Opened in open().
-  explicit pcap_frame_source(std::vector<std::string> files)
-      : files_(std::move(files)), stats_(std::make_shared<pcap_source_stats>()) {}
+  /// `filter`: a capture filter as pcap_source_options::filter (files: rejected records
+  /// count in stats()->filtered; live: the kernel filters).
+  explicit pcap_frame_source(std::vector<std::string> files, std::string filter = {})
+      : files_(std::move(files)),
+        filter_(std::move(filter)),
+        stats_(std::make_shared<pcap_source_stats>()) {}
   /// A live interface (libpcap, non-blocking, see pcap_reader::open_live), one split.
-  static pcap_frame_source live(std::string interface) {
-    pcap_frame_source s{{std::move(interface)}};
+  static pcap_frame_source live(std::string interface, std::string filter = {}) {
+    pcap_frame_source s{{std::move(interface)}, std::move(filter)};
     s.live_ = true;
     return s;
   }
@@ -155,6 +159,7 @@ class pcap_frame_source {
     poll_status poll(Emit&& emit, std::size_t max) {
       std::uint64_t packets = 0, bytes = 0;
       poll_status st = poll_status::more;
+      const std::uint64_t filtered_before = r_.counters().filtered;
       pcap_record rec;
       for (std::size_t n = 0; n < max; ++n) {
         const auto rs = r_.next(rec);
@@ -179,6 +184,8 @@ class pcap_frame_source {
       }
       if (packets) stats_->packets.fetch_add(packets, std::memory_order_relaxed);
       if (bytes) stats_->bytes.fetch_add(bytes, std::memory_order_relaxed);
+      if (const auto f = r_.counters().filtered - filtered_before)
+        stats_->filtered.fetch_add(f, std::memory_order_relaxed);
       return st;
     }
     /// After poll() returned error: "FILE: record at byte offset N ...".
@@ -195,13 +202,14 @@ class pcap_frame_source {
   /// Opens split i (blocking: opens the file, reads its header). Throws pcap_error (see
   /// the banner).
   reader open(std::size_t split) const {
-    return reader{
-        live_ ? pcap_reader::open_live(files_.at(split)) : pcap_reader::open(files_.at(split)),
-        stats_};
+    auto r = live_ ? pcap_reader::open_live(files_.at(split)) : pcap_reader::open(files_.at(split));
+    if (!filter_.empty()) r.set_filter(filter_);
+    return reader{std::move(r), stats_};
   }
 
  private:
   std::vector<std::string> files_;
+  std::string filter_;
   std::shared_ptr<pcap_source_stats> stats_;
   bool live_ = false;
 };

@@ -51,6 +51,7 @@ enum class pcap_errc {
   read_failed,       ///< malformed record, I/O error, or a pcapng timestamp past 2262-04-11 (the
                      ///< end of rill::event_time's int64 ns) while reading: stop this input
   live_open_failed,  ///< interface missing, no permission, cannot activate
+  bad_filter,        ///< a capture filter libpcap cannot compile (pcap_filter): fix the expression
 };
 
 /// The "pcap" error category (name() == "pcap"). A process-wide singleton; thread-safe.
@@ -92,7 +93,12 @@ struct pcap_reader_counters {
   std::uint64_t records = 0;    ///< records returned by next()
   std::uint64_t truncated = 0;  ///< packets next(packet&) flagged truncated or malformed
   std::uint64_t errors = 0;     ///< next() calls that returned error (0 or 1 for a file)
+  /// Records a file's capture filter (set_filter) rejected: read, not returned. Always 0
+  /// for live readers, whose filter runs in the kernel.
+  std::uint64_t filtered = 0;
 };
+
+class pcap_filter;
 
 class pcap_reader {
  public:
@@ -128,6 +134,16 @@ class pcap_reader {
   /// statuses as next(pcap_record&). Owning thread only.
   read_status next(packet& out) noexcept;
 
+  /// Returns from now on only the records that pass the BPF `expression` (pcap-filter(7)),
+  /// compiled for this capture's link type and snapshot length. Files: the reader runs it
+  /// on every record (rill::pcap_filter, pcap_offline_filter) and counts the rejected ones
+  /// in counters().filtered; live: the kernel runs it (pcap_setfilter), and rejected
+  /// packets are never seen. An empty expression removes the filter. Blocking for live
+  /// readers (a socket option). Owning thread only.
+  /// @throws pcap_error bad_filter naming the expression and libpcap's reason (the
+  ///         reader is unchanged).
+  void set_filter(const std::string& expression);
+
   /// Link type of the capture (DLT value from pcap_datalink, e.g. 1, 12 for raw IP).
   int linktype() const noexcept;
   /// Snapshot length libpcap applies (pcap_snapshot): the file header's snaplen, or the
@@ -158,6 +174,7 @@ class pcap_reader {
   struct handle;
   pcap_reader(std::unique_ptr<handle> h, std::string name, bool live);
   read_status fail(pcap_errc code, std::string message) noexcept;
+  read_status next_unfiltered(pcap_record& out) noexcept;
 
   std::unique_ptr<handle> h_;
   std::string name_;

@@ -6,7 +6,7 @@
 //                            below), or one live split
 //   rill::pcap_source_options how many splits a file becomes, and their chunk size
 //   rill::pcap_source_stats  totals over all splits: packets, bytes, per protocol, non-IP,
-//                            truncated/malformed, read errors
+//                            truncated/malformed, read errors, records a filter rejected
 //
 // Example (compiled by tests/banner_examples.py):
 //   #include <rill/operators/stream.hpp>
@@ -36,6 +36,14 @@
 //   rill::runtime rt{{.workers = 2}};
 //   rill::pcap_source src{{"big.pcap"}, {.splits_per_file = rt.worker_count()}};
 //
+// Capture filter (pcap_source_options::filter): a BPF expression (pcap-filter(7)) compiled
+// for each input's link type when its split opens (rill::pcap_filter); a bad one throws
+// rill::pcap_error bad_filter from runtime::run. Files: every record is read and the
+// rejected ones are counted in stats->filtered, not emitted; live: the kernel filters
+// (pcap_setfilter) and rejected packets are not counted. packets/bytes/by_proto count
+// the packets that passed.
+//   rill::pcap_source src{{"a.pcap"}, {.filter = "tcp port 80"}};
+//
 // Thread safety: stats counters are relaxed atomics, updated by the worker reading the
 // split once per slice, readable from any thread. split_count() and open() of one
 // object are called from one thread (runtime::run does).
@@ -60,6 +68,8 @@ namespace rill {
 
 struct pcap_source_stats {
   std::atomic<std::uint64_t> packets{0}, bytes{0}, truncated{0}, errors{0};
+  /// Records of files the capture filter rejected (never counted in the others).
+  std::atomic<std::uint64_t> filtered{0};
   /// Indexed by ip_proto: tcp, udp, icmp, icmpv6, other, non_ip. Packets.
   std::array<std::atomic<std::uint64_t>, 6> by_proto{};
 };
@@ -72,6 +82,8 @@ struct pcap_source_options {
   std::size_t splits_per_file = 1;
   /// Records per chunk of a split file (see pcap_split_reader). >= 1.
   std::size_t records_per_chunk = pcap_split_reader::default_records_per_chunk;
+  /// Capture filter (BPF expression, pcap-filter(7)); empty: every record. See the banner.
+  std::string filter{};
 };
 
 class pcap_source {
@@ -84,8 +96,8 @@ class pcap_source {
       : files_(std::move(files)), options_(options),
         stats_(std::make_shared<pcap_source_stats>()) {}
   /// A live interface (libpcap, non-blocking), one split.
-  static pcap_source live(std::string interface) {
-    pcap_source s{{std::move(interface)}};
+  static pcap_source live(std::string interface, std::string filter = {}) {
+    pcap_source s{{std::move(interface)}, {.filter = std::move(filter)}};
     s.live_ = true;
     return s;
   }
@@ -121,6 +133,7 @@ class pcap_source {
     poll_status poll(Emit&& emit, std::size_t max) {
       local l;
       poll_status st = poll_status::more;
+      const std::uint64_t filtered_before = filtered();
       for (std::size_t n = 0; n < max; ++n) {
         packet p;
         const auto rs = split_ ? split_->next(p) : r_->next(p);
@@ -141,6 +154,7 @@ class pcap_source {
         }
         break;
       }
+      l.filtered = filtered() - filtered_before;
       publish(l);
       return st;
     }
@@ -150,8 +164,11 @@ class pcap_source {
     int selectable_fd() const noexcept { return r_ ? r_->selectable_fd() : -1; }
 
    private:
+    std::uint64_t filtered() const noexcept {
+      return split_ ? split_->counters().filtered : r_->counters().filtered;
+    }
     struct local {
-      std::uint64_t packets = 0, bytes = 0, truncated = 0, errors = 0;
+      std::uint64_t packets = 0, bytes = 0, truncated = 0, errors = 0, filtered = 0;
       std::array<std::uint64_t, 6> by_proto{};
     };
     void publish(const local& l) {
@@ -162,6 +179,7 @@ class pcap_source {
       add(stats_->bytes, l.bytes);
       add(stats_->truncated, l.truncated);
       add(stats_->errors, l.errors);
+      add(stats_->filtered, l.filtered);
       for (std::size_t i = 0; i < l.by_proto.size(); ++i) add(stats_->by_proto[i], l.by_proto[i]);
     }
     std::optional<pcap_reader> r_;
@@ -171,14 +189,19 @@ class pcap_source {
   };
 
   /// Opens split i (< split_count()). Blocking: opens the file, reads its header (and maps
-  /// it, for a split file). Throws pcap_error (see the banner).
+  /// it, for a split file), compiles the filter. Throws pcap_error (see the banner).
   reader open(std::size_t split) const {
     if (layout_.empty()) split_count();
     const part& p = layout_.at(split);
     const std::string& name = files_.at(p.file);
-    if (live_) return reader{pcap_reader::open_live(name), stats_, true};
-    if (!p.mapped) return reader{pcap_reader::open(name), stats_, false};
-    return reader{pcap_split_reader::open(name, p.index, p.of, options_.records_per_chunk), stats_};
+    if (live_ || !p.mapped) {
+      auto r = live_ ? pcap_reader::open_live(name) : pcap_reader::open(name);
+      if (!options_.filter.empty()) r.set_filter(options_.filter);
+      return reader{std::move(r), stats_, live_};
+    }
+    auto r = pcap_split_reader::open(name, p.index, p.of, options_.records_per_chunk);
+    if (!options_.filter.empty()) r.set_filter(options_.filter);
+    return reader{std::move(r), stats_};
   }
 
  private:

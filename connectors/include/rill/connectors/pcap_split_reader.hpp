@@ -42,10 +42,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <system_error>
 
 #include "rill/connectors/packet.hpp"
+#include "rill/connectors/pcap_filter.hpp"
 #include "rill/connectors/pcap_reader.hpp"
 
 namespace rill {
@@ -75,6 +77,13 @@ class pcap_split_reader {
   pcap_split_reader& operator=(pcap_split_reader&&) noexcept;
   ~pcap_split_reader();
 
+  /// Returns from now on only this split's records that pass the BPF `expression`, as
+  /// pcap_reader::set_filter does for a file (rill::pcap_filter for the file's link type
+  /// and snapshot length); rejected records count in counters().filtered. Empty: no
+  /// filter. Owning thread only.
+  /// @throws pcap_error bad_filter naming the expression and libpcap's reason.
+  void set_filter(const std::string& expression);
+
   /// Next record of this split, decoded as pcap_reader::next(packet&) decodes it. Returns
   /// ok, end_of_file (stays so) or error (stays so; see error_message()). Never `again`.
   /// noexcept, never blocks on I/O other than page faults of the map. Owning thread only.
@@ -84,7 +93,8 @@ class pcap_split_reader {
   /// "capture.pcap: record at byte offset 1234 is cut off (file ends inside it): ...".
   std::error_code last_error() const noexcept { return probe_.last_error(); }
   const std::string& error_message() const noexcept { return probe_.error_message(); }
-  /// Records returned (this split only), truncated/malformed among them, errors (0 or 1).
+  /// Records returned (this split only), truncated/malformed among them, errors (0 or 1),
+  /// records the filter rejected.
   pcap_reader_counters counters() const noexcept { return counters_; }
   /// The file path.
   const std::string& name() const noexcept { return probe_.name(); }
@@ -95,10 +105,11 @@ class pcap_split_reader {
   enum class step { record, end, special };
   step look(std::uint32_t& caplen) const noexcept;
   bool skip_chunk() noexcept;
-  read_status special(packet& out, bool owned) noexcept;
+  read_status special(packet& out, bool owned, bool& kept) noexcept;
   void unmap() noexcept;
 
   pcap_reader probe_;  // validates at open; reads the special records
+  std::unique_ptr<pcap_filter> filter_;  // set_filter; null: every record
   const std::byte* map_ = nullptr;
   std::size_t size_ = 0;
   std::size_t pos_ = 24;     // byte offset of the next record header
