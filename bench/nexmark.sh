@@ -5,7 +5,8 @@
 #
 # Generates one event stream with nexmark_gen as two files (every other event each, one
 # split per worker / source subtask), as JSON lines (Flink's input) and binary (rill's
-# input); runs each query in its own process: rill's nexmark_query with 1 and 2 workers
+# input), and for Flink with parallelism 1 on an event-time query (q3, q4, q5, q7, q8, q11)
+# the whole stream as one JSON file; runs each query in its own process: rill's nexmark_query with 1 and 2 workers
 # and the Flink peer (bench/nexmark/flink, a local MiniCluster in one JVM) with
 # parallelism 1 and 2; checks every run's row count against DuckDB's (bench/nexmark/oracle.py)
 # and its checksum against rill's 1-worker run; before that, at CHECK_EVENTS (default
@@ -16,13 +17,13 @@
 # read to the end), CPU-s per million events and peak RSS of the whole
 # process (/usr/bin/time -v: user + sys; the JVM's start and JIT included).
 # Writes $OUT/results.tsv, $OUT/nexmark.md (markdown table) and $OUT/nexmark.png.
-# Env: QUERIES (default "q0 q1 q2 q5 q7"), REPS (3), OUT (/tmp/rill-nexmark), BUILD (build/),
+# Env: QUERIES (default "q0 q1 q2 q3 q4 q5 q7 q8 q11"), REPS (3), OUT (/tmp/rill-nexmark), BUILD (build/),
 #      CHECK_EVENTS (200000; 0 skips the row-by-row check), FLINK_HEAP (1g).
 # Benchmark only: not part of scripts/test.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 events=${1:-10000000}
-queries=${QUERIES:-q0 q1 q2 q5 q7}
+queries=${QUERIES:-q0 q1 q2 q3 q4 q5 q7 q8 q11}
 reps=${REPS:-3}
 out=${OUT:-/tmp/rill-nexmark}
 build=${BUILD:-$root/build}
@@ -43,7 +44,8 @@ java_flink() { java -Xms"$heap" -Xmx"$heap" -cp "$cp" rill.nexmark.NexmarkFlink 
 py=$("$root/scripts/duckdb_venv")
 oracle=$root/bench/nexmark/oracle.py
 
-windowed() { case " $queries " in *" q5 "*|*" q7 "*) return 0;; esac; return 1; }
+event_time() { case "$1" in q0|q1|q2) return 1;; esac; return 0; }
+windowed() { local q; for q in $queries; do event_time $q && return 0; done; return 1; }
 generate() {  # N DIR: the stream of N events as part0/1.{jsonl,bin} (and full.jsonl)
   local n=$1 dir=$2 i
   mkdir -p "$dir"
@@ -53,11 +55,12 @@ generate() {  # N DIR: the stream of N events as part0/1.{jsonl,bin} (and full.j
     [ -s "$dir/part$i.bin" ] || "$gen" -n $((n / 2)) --offset $i --step 2 --format binary -o "$dir/part$i.bin"
   done
 }
-# Flink's input: the two files, one split per source subtask. With parallelism 1 a windowed
-# query reads the stream as one file: one source subtask reads its splits one after the
-# other, so the second file would be behind the watermark of the first.
+# Flink's input: the two files, one split per source subtask. With parallelism 1 an
+# event-time query (windows, interval joins) reads the stream as one file: one source
+# subtask reads its splits one after the other, so the second file would be behind the
+# watermark of the first and its records dropped as late.
 flink_inputs() {  # DIR QUERY PARALLELISM
-  if [ "$3" = 1 ] && { [ "$2" = q5 ] || [ "$2" = q7 ]; }; then echo "$1/full.jsonl"
+  if [ "$3" = 1 ] && event_time "$2"; then echo "$1/full.jsonl"
   else echo "$1/part0.jsonl $1/part1.jsonl"; fi
 }
 summary() { grep '^{"query"' "$1" | tail -1; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""DuckDB oracle for bench/nexmark.sh (q0, q1, q2, q5, q7): the SQL and column types of
+"""DuckDB oracle for bench/nexmark.sh (q0, q1, q2, q3, q4, q5, q7, q8, q11): the SQL and column types of
 tests/examples/nexmark_queries_test.py and nexmark_window_queries_test.py, imported.
 
   oracle.py count Q EVENTS.jsonl...            -> prints the oracle's row count
@@ -21,6 +21,8 @@ import nexmark_window_queries_test as windowed  # noqa: E402
 ORACLE = {**plain.ORACLE, **windowed.ORACLE}
 ROW_COLUMNS = {**plain.ROW_COLUMNS, **windowed.ROW_COLUMNS}
 BID = plain.BID
+PERSON = windowed.PERSON
+AUCTION = windowed.AUCTION
 
 
 def main():
@@ -29,8 +31,13 @@ def main():
     events = sys.argv[4:] if mode == "compare" else sys.argv[3:]
     db = duckdb.connect()
     files = "[" + ", ".join(f"'{e}'" for e in events) + "]"
-    db.execute(f"CREATE VIEW bid AS SELECT Bid.* FROM read_json({files}, "
-               f"format = 'newline_delimited', columns = {{'Bid': '{BID}'}}) WHERE Bid IS NOT NULL")
+    # The kinds a query reads (q3, q4, q8 join persons or auctions), each a view of its events.
+    kinds = {"q3": ("Person", "Auction"), "q4": ("Auction", "Bid"), "q8": ("Person", "Auction")}
+    types = {"Person": PERSON, "Auction": AUCTION, "Bid": BID}
+    for kind in kinds.get(q, ("Bid",)):
+        db.execute(f"CREATE VIEW {kind.lower()} AS SELECT {kind}.* FROM read_json({files}, "
+                   f"format = 'newline_delimited', columns = {{'{kind}': '{types[kind]}'}}) "
+                   f"WHERE {kind} IS NOT NULL")
     if mode == "count":
         print(db.execute(f"SELECT count(*) FROM ({ORACLE[q]})").fetchone()[0])
         return 0

@@ -1,12 +1,17 @@
 // NexmarkFlink — the Flink peer of rill's nexmark_query (bench/nexmark.sh): NEXMark q0, q1,
-// q2, q5, q7 as DataStream programs over the JSON-lines event files nexmark_gen writes, run in a
-// local MiniCluster in this JVM. Each file is one split (as each --input of nexmark_query).
+// q2, q3, q4, q5, q7, q8, q11 as DataStream programs over the JSON-lines event files nexmark_gen
+// writes, run in a local MiniCluster in this JVM. Each file is one split (as each --input of
+// nexmark_query).
 //
 //   java -cp ... rill.nexmark.NexmarkFlink --query q1 --parallelism 2 --output rows.jsonl \
 //        part0.jsonl part1.jsonl        # rows in rows.jsonl.0, rows.jsonl.1 (one per sink subtask)
-// q5, q7: event time = date_time, --max-delay-ms (default 4000) bounded out-of-orderness.
-// One source subtask reads its files one after the other: with parallelism 1 give a
-// windowed query the stream as one file, or the second file is behind the watermark.
+// q3, q4, q5, q7, q8, q11: event time = date_time, --max-delay-ms (default 4000) bounded
+// out-of-orderness; the plans are those of examples/nexmark/include/nexmark/window_queries.hpp
+// (q3, q4: interval joins as rill's, bounds 1 h and 10 s; q4's aggregates in windows that only
+// the end of input fires; q8: a window join; q11: session windows).
+// One source subtask reads its files one after the other: with parallelism 1 give an
+// event-time query the stream as one file, or the second file is behind the watermark (a
+// window or interval join drops its records as late).
 //
 // Rows: the same JSON lines as nexmark_query (examples/nexmark/queries.cpp), byte for byte.
 // Summary (stderr, one JSON object, as nexmark_query's): query, events, rows, checksum (the
@@ -24,7 +29,11 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import java.time.Duration;
+import java.util.HashSet;
 import org.apache.flink.api.common.functions.AggregateFunction;
+import org.apache.flink.api.common.functions.CoGroupFunction;
+import org.apache.flink.streaming.api.functions.co.ProcessJoinFunction;
+import org.apache.flink.streaming.api.windowing.assigners.EventTimeSessionWindows;
 import org.apache.flink.api.common.functions.RichFilterFunction;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
@@ -52,6 +61,16 @@ public final class NexmarkFlink {
   public static final class Bid {
     public long auction, bidder, price, dateTime;
     public String extra;
+  }
+
+  /** A person (the fields q3 and q8 use) parsed from {"Person":{...}}. */
+  public static final class Person {
+    public long id, dateTime;
+    public String name, city, state;
+  }
+  /** An auction (the fields q3, q4 and q8 use) parsed from {"Auction":{...}}. */
+  public static final class Auction {
+    public long id, dateTime, expires, seller, category;
   }
 
   // --- a minimal parser for the generator's flat JSON objects ---
@@ -101,6 +120,28 @@ public final class NexmarkFlink {
     b.dateTime = longAt(line, valueStart(line, "date_time", 7));
     b.extra = stringAt(line, valueStart(line, "extra", 7));
     return b;
+  }
+
+  // Fields are searched in the order the generator writes them (event_file.cpp).
+  static Person parsePerson(String line) {
+    Person p = new Person();
+    int i = valueStart(line, "id", 10);
+    p.id = longAt(line, i);
+    p.name = stringAt(line, i = valueStart(line, "name", i));
+    p.city = stringAt(line, i = valueStart(line, "city", i));
+    p.state = stringAt(line, i = valueStart(line, "state", i));
+    p.dateTime = longAt(line, valueStart(line, "date_time", i));
+    return p;
+  }
+  static Auction parseAuction(String line) {
+    Auction a = new Auction();
+    int i = valueStart(line, "id", 11);
+    a.id = longAt(line, i);
+    a.dateTime = longAt(line, i = valueStart(line, "date_time", i));
+    a.expires = longAt(line, i = valueStart(line, "expires", i));
+    a.seller = longAt(line, i = valueStart(line, "seller", i));
+    a.category = longAt(line, valueStart(line, "category", i));
+    return a;
   }
 
   // --- the rows' JSON, as examples/nexmark/queries.cpp writes it ---
@@ -189,7 +230,7 @@ public final class NexmarkFlink {
       }
     }
     if (inputs.isEmpty()) {
-      System.err.println("usage: NexmarkFlink --query q0|q1|q2|q5|q7 [--parallelism N] [--max-delay-ms 4000] [--output PREFIX] FILE.jsonl...");
+      System.err.println("usage: NexmarkFlink --query q0|q1|q2|q3|q4|q5|q7|q8|q11 [--parallelism N] [--max-delay-ms 4000] [--output PREFIX] FILE.jsonl...");
       System.exit(2);
     }
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
@@ -197,14 +238,24 @@ public final class NexmarkFlink {
     FileSource<String> src =
         FileSource.forRecordStreamFormat(new TextLineInputFormat(), inputs.toArray(new Path[0])).build();
     DataStream<String> lines = env.fromSource(src, WatermarkStrategy.noWatermarks(), "events");
-    DataStream<Bid> bids = lines.filter(new BidLines()).map(NexmarkFlink::parseBid);
+    // Every event line counted once; the join queries split the lines by kind after that.
+    final boolean join = query.equals("q3") || query.equals("q4") || query.equals("q8");
+    DataStream<String> events = lines.filter(new EventLines(join ? "" : "{\"Bid\":"));
+    DataStream<Bid> bids = join ? bidsOf(events) : events.map(NexmarkFlink::parseBid);
     DataStream<String> rows;
     switch (query) {
       case "q0": rows = bids.map(NexmarkFlink::q0); break;
       case "q1": rows = bids.map(NexmarkFlink::q1); break;
       case "q2": rows = bids.filter(b -> b.auction % 123 == 0).map(NexmarkFlink::q2); break;
+      case "q3": rows = q3(withTime(personsOf(events), p -> p.dateTime, maxDelayMs),
+                           withTime(auctionsOf(events), a -> a.dateTime, maxDelayMs)); break;
+      case "q4": rows = q4(withTime(auctionsOf(events), a -> a.dateTime, maxDelayMs),
+                           withTime(bids, b -> b.dateTime, maxDelayMs)); break;
       case "q5": rows = q5(withTime(bids, maxDelayMs)); break;
       case "q7": rows = q7(withTime(bids, maxDelayMs)); break;
+      case "q8": rows = q8(withTime(personsOf(events), p -> p.dateTime, maxDelayMs),
+                           withTime(auctionsOf(events), a -> a.dateTime, maxDelayMs)); break;
+      case "q11": rows = q11(withTime(bids, maxDelayMs)); break;
       default: System.err.println("unknown --query " + query); System.exit(2); return;
     }
     rows.sinkTo(new RowSink(output)).name("rows");
@@ -212,18 +263,34 @@ public final class NexmarkFlink {
     env.execute("nexmark " + query);
     long t1 = System.nanoTime();
     double s = (t1 - t0) / 1e9, fromFirst = (t1 - Math.min(FIRST.get(), t1)) / 1e9;
-    long events = EVENTS.get();
+    long read = EVENTS.get();
     System.err.printf("{\"query\":\"%s\",\"events\":%d,\"rows\":%d,\"checksum\":\"%016x\","
         + "\"parallelism\":%d,\"elapsed_s\":%.3f,\"events_per_s\":%.0f,\"from_first_event_s\":%.3f}%n",
-        query, events, ROWS.get(), CHECKSUM.get(), parallelism, s, events / s, fromFirst);
+        query, read, ROWS.get(), CHECKSUM.get(), parallelism, s, read / s, fromFirst);
   }
 
   // --- windowed queries: event time = date_time, bounded out-of-orderness (rill's
   // --max-delay-ms), epoch-aligned half-open windows, each result once when its window closes.
   static DataStream<Bid> withTime(DataStream<Bid> bids, long maxDelayMs) {
-    return bids.assignTimestampsAndWatermarks(
-        WatermarkStrategy.<Bid>forBoundedOutOfOrderness(Duration.ofMillis(maxDelayMs))
-            .withTimestampAssigner((b, t) -> b.dateTime));
+    return withTime(bids, b -> b.dateTime, maxDelayMs);
+  }
+  /** Event time of each record of `s` = `time` (ms), watermark = the largest - maxDelayMs. */
+  static <T> DataStream<T> withTime(DataStream<T> s, TimeOf<T> time, long maxDelayMs) {
+    return s.assignTimestampsAndWatermarks(
+        WatermarkStrategy.<T>forBoundedOutOfOrderness(Duration.ofMillis(maxDelayMs))
+            .withTimestampAssigner((e, t) -> time.of(e)));
+  }
+  @FunctionalInterface
+  public interface TimeOf<T> extends java.io.Serializable { long of(T e); }
+
+  static DataStream<Person> personsOf(DataStream<String> events) {
+    return events.filter(l -> l.startsWith("{\"Person\":")).map(NexmarkFlink::parsePerson);
+  }
+  static DataStream<Auction> auctionsOf(DataStream<String> events) {
+    return events.filter(l -> l.startsWith("{\"Auction\":")).map(NexmarkFlink::parseAuction);
+  }
+  static DataStream<Bid> bidsOf(DataStream<String> events) {
+    return events.filter(l -> l.startsWith("{\"Bid\":")).map(NexmarkFlink::parseBid);
   }
 
   /** q7: the bids with the highest price of each tumbling 10 s window. */
@@ -294,12 +361,120 @@ public final class NexmarkFlink {
         .returns(Types.STRING);
   }
 
-  /** Keeps the bid lines; counts every event line (added to EVENTS at close). */
-  public static final class BidLines extends RichFilterFunction<String> {
+  // All of event time up to 2069 (epoch-aligned): windows that only the end of input fires.
+  static final Duration ALL_TIME = Duration.ofDays(365L * 100);
+  // rill's window_query_options: q3_bound, q4_bound.
+  static final Duration Q3_BOUND = Duration.ofHours(1), Q4_BOUND = Duration.ofSeconds(10);
+
+  /** q3: persons in "or", "id" or "ca" interval-joined on id = seller with the auctions of
+   *  category 10 within ±1 h of them (bounds inclusive); each pair once. */
+  static DataStream<String> q3(DataStream<Person> persons, DataStream<Auction> auctions) {
+    DataStream<Person> sellers = persons.filter(
+        p -> p.state.equals("or") || p.state.equals("id") || p.state.equals("ca"));
+    return sellers.keyBy(p -> p.id)
+        .intervalJoin(auctions.filter(a -> a.category == 10).keyBy(a -> a.seller))
+        .between(Q3_BOUND.negated(), Q3_BOUND)
+        .process(new ProcessJoinFunction<Person, Auction, String>() {
+          public void processElement(Person p, Auction a, Context ctx, Collector<String> out) {
+            StringBuilder o = new StringBuilder(96);
+            o.append("{\"name\":");
+            str(o, p.name);
+            o.append(",\"city\":");
+            str(o, p.city);
+            o.append(",\"state\":");
+            str(o, p.state);
+            out.collect(o.append(",\"id\":").append(a.id).append("}\n").toString());
+          }
+        });
+  }
+
+  /** q4: a bid closes on an auction if it comes within [date_time, expires] (the interval join
+   *  [a.date_time, a.date_time + 10 s], then <= expires); per auction the highest such price,
+   *  per category the average of those (truncated), both at the end of input. */
+  public static final class Closing {
+    public long auction, category, price;
+  }
+  public static final class Mean {
+    public long category, sum, n;
+  }
+  static DataStream<String> q4(DataStream<Auction> auctions, DataStream<Bid> bids) {
+    return auctions.keyBy(a -> a.id)
+        .intervalJoin(bids.keyBy(b -> b.auction))
+        .between(Duration.ZERO, Q4_BOUND)
+        .process(new ProcessJoinFunction<Auction, Bid, Closing>() {
+          public void processElement(Auction a, Bid b, Context ctx, Collector<Closing> out) {
+            if (b.dateTime > a.expires) return;
+            Closing c = new Closing();
+            c.auction = a.id;
+            c.category = a.category;
+            c.price = b.price;
+            out.collect(c);
+          }
+        })
+        .keyBy(c -> c.auction)
+        .window(TumblingEventTimeWindows.of(ALL_TIME))
+        .reduce((x, y) -> x.price >= y.price ? x : y)
+        .keyBy(c -> c.category)
+        .window(TumblingEventTimeWindows.of(ALL_TIME))
+        .aggregate(new AggregateFunction<Closing, Mean, String>() {
+          public Mean createAccumulator() { return new Mean(); }
+          public Mean add(Closing c, Mean m) { m.category = c.category; m.sum += c.price; ++m.n; return m; }
+          public String getResult(Mean m) {
+            return "{\"category\":" + m.category + ",\"avg_final\":" + m.sum / m.n + "}\n";
+          }
+          public Mean merge(Mean a, Mean b) { a.sum += b.sum; a.n += b.n; return a; }
+        });
+  }
+
+  /** q8: persons and the sellers of auctions in the same 10 s tumbling window (a window join
+   *  on id = seller), one row per (person, window). */
+  static DataStream<String> q8(DataStream<Person> persons, DataStream<Auction> auctions) {
+    return persons.coGroup(auctions)
+        .where(p -> p.id).equalTo(a -> a.seller)
+        .window(TumblingEventTimeWindows.of(Duration.ofSeconds(10)))
+        .apply(new CoGroupFunction<Person, Auction, String>() {
+          public void coGroup(Iterable<Person> ps, Iterable<Auction> as, Collector<String> out) {
+            if (!as.iterator().hasNext()) return;
+            HashSet<String> seen = new HashSet<>();
+            for (Person p : ps) {
+              if (!seen.add(p.name)) continue;
+              StringBuilder o = new StringBuilder(64);
+              o.append("{\"id\":").append(p.id).append(",\"name\":");
+              str(o, p.name);
+              out.collect(o.append(",\"window_start\":").append(p.dateTime - Math.floorMod(p.dateTime, 10000L))
+                  .append("}\n").toString());
+            }
+          }
+        }, Types.STRING);
+  }
+
+  /** q11: bids per bidder session, gap 10 s: [first bid, last bid + 10 s). */
+  static DataStream<String> q11(DataStream<Bid> bids) {
+    return bids.keyBy(b -> b.bidder)
+        .window(EventTimeSessionWindows.withGap(Duration.ofSeconds(10)))
+        .aggregate(new AggregateFunction<Bid, long[], Long>() {
+          public long[] createAccumulator() { return new long[1]; }
+          public long[] add(Bid b, long[] a) { ++a[0]; return a; }
+          public Long getResult(long[] a) { return a[0]; }
+          public long[] merge(long[] a, long[] b) { a[0] += b[0]; return a; }
+        }, new ProcessWindowFunction<Long, String, Long, TimeWindow>() {
+          public void process(Long bidder, Context ctx, Iterable<Long> n, Collector<String> out) {
+            out.collect("{\"bidder\":" + bidder + ",\"bid_count\":" + n.iterator().next()
+                + ",\"window_start\":" + ctx.window().getStart() + ",\"window_end\":"
+                + ctx.window().getEnd() + "}\n");
+          }
+        });
+  }
+
+  /** Keeps the lines that start with `prefix` ("": all); counts every event line (added to
+   *  EVENTS at close). */
+  public static final class EventLines extends RichFilterFunction<String> {
+    final String prefix;
     long events;
+    EventLines(String prefix) { this.prefix = prefix; }
     @Override public boolean filter(String l) {
       if (events++ == 0) FIRST.accumulateAndGet(System.nanoTime(), Math::min);
-      return l.startsWith("{\"Bid\":");
+      return l.startsWith(prefix);
     }
     @Override public void close() { EVENTS.addAndGet(events); }
   }
