@@ -104,31 +104,21 @@ struct draining : plain_reader {
   std::chrono::nanoseconds drain_timeout() const noexcept { return timeout; }
 };
 
-/// Revokes partition 1 on its second poll, before that poll's records.
-struct revoking : partitioned {
+/// Holds the partitions `next` from its second poll on (a rebalance before that poll's
+/// records).
+struct reassigning : partitioned {
+  std::vector<std::int32_t> next;
   int polls = 0;
   template <class Emit>
   poll_status poll(Emit&& emit, std::size_t max) {
     if (++polls == 2) {
-      *held = {0};
+      *held = next;
       ++*version;
     }
     return partitioned::poll(emit, max);
   }
 };
 
-/// Is assigned partition 1 on its second poll, before that poll's records.
-struct assigning : partitioned {
-  int polls = 0;
-  template <class Emit>
-  poll_status poll(Emit&& emit, std::size_t max) {
-    if (++polls == 2) {
-      *held = {0, 1};
-      ++*version;
-    }
-    return partitioned::poll(emit, max);
-  }
-};
 
 static_assert(rill::gated_reader<gated> && !rill::gated_reader<plain_reader>);
 static_assert(rill::backpressure_aware_reader<backpressured>);
@@ -213,9 +203,10 @@ TEST(source_driver, partitioned_reader_follows_assignment_changes) {
   recording_head head;
   auto version = std::make_shared<std::uint64_t>(1);
   auto held = std::make_shared<std::vector<std::int32_t>>(std::vector<std::int32_t>{0, 1});
-  revoking r{{{script({{{rec(1, 2s, 1), rec(2, 9s, 0)}, poll_status::more},  // min(9, 2) = 2
-                       {{rec(3, 12s, 0)}, poll_status::end}})},              // 1 gone: 12
-              version, held}};
+  reassigning r{{{script({{{rec(1, 2s, 1), rec(2, 9s, 0)}, poll_status::more},  // min(9, 2) = 2
+                          {{rec(3, 12s, 0)}, poll_status::end}})},              // 1 gone: 12
+                 version, held},
+                {0}};
   drive(std::move(r), head);
   EXPECT_EQ(head.seen, (std::vector<std::string>{"r:1", "r:2", "p:2", "r:3", "p:12", "end"}));
 }
@@ -227,10 +218,11 @@ TEST(source_driver, records_of_a_partition_behind_sent_progress_are_catching_up)
   recording_head head;
   auto version = std::make_shared<std::uint64_t>(1);
   auto held = std::make_shared<std::vector<std::int32_t>>(std::vector<std::int32_t>{0});
-  assigning r{{{script({{{rec(1, 10s, 0), rec(2, 20s, 0)}, poll_status::more},                   // p:20
-                        {{rec(3, 5s, 1), rec(4, 25s, 1), rec(5, 30s, 0)}, poll_status::more},  // min(30, 25)
-                        {{rec(6, 7s, 1)}, poll_status::end}})},
-               version, held}};
+  reassigning r{{{script({{{rec(1, 10s, 0), rec(2, 20s, 0)}, poll_status::more},                   // p:20
+                          {{rec(3, 5s, 1), rec(4, 25s, 1), rec(5, 30s, 0)}, poll_status::more},  // min(30, 25)
+                          {{rec(6, 7s, 1)}, poll_status::end}})},
+                 version, held},
+                {0, 1}};
   drive(std::move(r), head);
   EXPECT_EQ(head.seen,
             (std::vector<std::string>{"r:1", "r:2", "p:20", "r:3*", "r:4", "r:5", "p:25", "r:6", "end"}));
