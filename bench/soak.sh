@@ -29,12 +29,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dur_text=${1:-20m}
-case "$dur_text" in
-  *h) dur=$(( ${dur_text%h} * 3600 )) ;;
-  *m) dur=$(( ${dur_text%m} * 60 )) ;;
-  *s) dur=${dur_text%s} ;;
-  *) dur=$dur_text ;;
-esac
+source "$root/bench/soak/lib.sh"
+dur=$(soak_seconds "$dur_text")
 export RILL_KAFKA_PORT=${RILL_KAFKA_PORT:-29092}
 build=${RILL_BUILD:-$root/build}
 nf=$build/examples/netflow/netflow
@@ -51,9 +47,6 @@ libs=${RILL_KAFKA_CACHE:-$HOME/.cache/rill-kafka}/${RILL_KAFKA_VERSION:-4.1.1}/l
 [ -f "$capture" ] || { echo "soak: capture $capture not found" >&2; exit 2; }
 
 rm -rf "$out"; mkdir -p "$out/loops"; : >"$out/published"
-log() { echo "[$(date -u +%T)] $*" | tee -a "$out/events.log" >&2; }
-tool() { java -cp "$libs/*" "$root/bench/soak/SoakTool.java" "$@"; }
-rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 # Loop k of the capture: classic pcap, every timestamp + k * shift_s seconds.
 make_loop() {
   python3 - "$capture" "$1" "$shift_s" "$out/loops/loop$1.pcap" <<'PY'

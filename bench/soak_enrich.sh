@@ -36,12 +36,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dur_text=${1:-20m}
-case "$dur_text" in
-  *h) dur=$(( ${dur_text%h} * 3600 )) ;;
-  *m) dur=$(( ${dur_text%m} * 60 )) ;;
-  *s) dur=${dur_text%s} ;;
-  *) dur=$dur_text ;;
-esac
+source "$root/bench/soak/lib.sh"
+dur=$(soak_seconds "$dur_text")
 export RILL_KAFKA_PORT=${RILL_KAFKA_PORT:-29094}
 build=${RILL_BUILD:-$root/build}
 en=$build/examples/enrichment/enrichment
@@ -66,9 +62,6 @@ for b in "$en" "$svc"; do
 done
 
 rm -rf "$out"; mkdir -p "$out"
-log() { echo "[$(date -u +%T)] $*" | tee -a "$out/events.log" >&2; }
-tool() { java -cp "$libs/*" "$root/bench/soak/SoakTool.java" "$@"; }
-rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 alive() { kill -0 "$1" 2>/dev/null; }
 # heap_stats PID LABEL: glibc's malloc_stats() in the process, through gdb (the block goes
 # to the process's stderr: A.log; check_enrich.py reads the "Total" lines after LABEL).
