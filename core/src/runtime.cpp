@@ -136,6 +136,7 @@ struct run_timers : std::enable_shared_from_this<run_timers> {
   run_timers(boost::asio::io_context& ctx, runtime& r, const run_options& o,
              std::shared_ptr<job_metrics> m, steady_time start)
       : rt(r), opts(o), metrics(std::move(m)), t0(start), idle_timer(ctx), progress_timer(ctx), watch_timer(ctx),
+        release_timer(ctx),
         idle(o.stop_when_idle,
              o.first_record_grace.value_or(idle_stop::default_grace(o.stop_when_idle)), start) {}
 
@@ -143,6 +144,32 @@ struct run_timers : std::enable_shared_from_this<run_timers> {
     if (opts.stop_when_idle.count() > 0) sample_later();
     if (opts.progress) progress_later();
     if (threshold.count() > 0) watch_later();
+    if (release_interval.count() > 0) release_later();
+  }
+  /// The memory release (memory_release.hpp): when the allocator keeps more than
+  /// `release_slack` free bytes and the resident set beyond the bytes in use grew by
+  /// half of it since the last release, the free pages go back to the system. (The
+  /// second condition: a page given back stays in glibc's free count, so free bytes
+  /// alone would release again on every check.)
+  void release_later() {
+    release_timer.expires_after(release_interval);
+    release_timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec || !self->active) return;
+      const heap_usage h = read_heap_usage();
+      const std::size_t rss = resident_bytes();
+      const std::size_t excess = rss > h.in_use_bytes ? rss - h.in_use_bytes : 0;
+      if (h.supported && h.free_bytes > self->release_slack &&
+          (self->released.load(std::memory_order_relaxed) == 0 ||
+           excess > self->excess_after + self->release_slack / 2)) {
+        const std::size_t freed = release_free_heap();
+        self->released.fetch_add(1, std::memory_order_relaxed);
+        self->released_bytes.fetch_add(freed, std::memory_order_relaxed);
+        self->totals->releases.fetch_add(1, std::memory_order_relaxed);
+        self->totals->released_bytes.fetch_add(freed, std::memory_order_relaxed);
+        self->excess_after = excess > freed ? excess - freed : 0;
+      }
+      self->release_later();
+    });
   }
   void sample_later() {
     idle_timer.expires_after(opts.idle_sample);
@@ -187,14 +214,20 @@ struct run_timers : std::enable_shared_from_this<run_timers> {
     idle_timer.cancel();
     progress_timer.cancel();
     watch_timer.cancel();
+    release_timer.cancel();
   }
 
   runtime& rt;
   const run_options& opts;  // outlives the timers' activity: run() returns after cancel()
   std::shared_ptr<job_metrics> metrics;
   steady_time t0;
-  boost::asio::steady_timer idle_timer, progress_timer, watch_timer;
+  boost::asio::steady_timer idle_timer, progress_timer, watch_timer, release_timer;
   std::chrono::nanoseconds threshold{0}, watch_period{std::chrono::milliseconds{10}};
+  std::chrono::milliseconds release_interval{0};
+  std::size_t release_slack = 0;
+  std::atomic<std::uint64_t> released{0}, released_bytes{0};  // this run
+  std::shared_ptr<memory_release_totals> totals;  // the runtime's, over its life
+  std::size_t excess_after = 0;  // resident minus in use, after the last release
   idle_stop idle;
   bool active = true;
 };
@@ -322,13 +355,17 @@ run_report runtime::run(const job& j, const run_options& o) {
 
   // Stop-when-idle and progress run on the control loop.
   std::shared_ptr<run_timers> timers_ctl;
-  if (o.stop_when_idle.count() > 0 || o.progress || opts_.stall_threshold.count() > 0) {
+  if (o.stop_when_idle.count() > 0 || o.progress || opts_.stall_threshold.count() > 0 ||
+      opts_.memory_release_interval.count() > 0) {
     auto& c = control_loop();
     timers_ctl = std::make_shared<run_timers>(c.ctx, *this, o, b.metrics_, t0);
     timers_ctl->threshold = opts_.stall_threshold;
     timers_ctl->watch_period = std::clamp<std::chrono::nanoseconds>(opts_.stall_threshold / 4,
                                                                    std::chrono::milliseconds{1},
                                                                    std::chrono::milliseconds{25});
+    timers_ctl->release_interval = opts_.memory_release_interval;
+    timers_ctl->release_slack = opts_.memory_release_slack;
+    timers_ctl->totals = releases_;
     boost::asio::post(c.ctx, [t = timers_ctl] { t->start(); });
   }
 
@@ -362,6 +399,10 @@ run_report runtime::run(const job& j, const run_options& o) {
   for (auto& w : workers_) {
     auto st = w->stalls();
     rep.stalls.insert(rep.stalls.end(), st.begin(), st.end());
+  }
+  if (timers_ctl) {
+    rep.memory_releases = timers_ctl->released.load(std::memory_order_relaxed);
+    rep.memory_released_bytes = timers_ctl->released_bytes.load(std::memory_order_relaxed);
   }
   rep.metrics = metrics_;
   rep.stopped = stop_requested();

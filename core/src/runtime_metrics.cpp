@@ -161,6 +161,18 @@ std::string runtime::prometheus_text() {
     }
   }
   lk.unlock();
+  // The process's heap and the memory release (memory_release.hpp): no worker label.
+  const heap_usage heap = read_heap_usage();
+  if (heap.supported) {
+    prom_header(out, "rill_heap_in_use_bytes", "gauge", "Bytes the C allocator has handed out and not taken back (mallinfo2)");
+    prom_sample(out, "rill_heap_in_use_bytes", {}, double(heap.in_use_bytes));
+    prom_header(out, "rill_heap_free_bytes", "gauge", "Freed bytes the C allocator keeps, resident or given back (mallinfo2)");
+    prom_sample(out, "rill_heap_free_bytes", {}, double(heap.free_bytes));
+  }
+  prom_header(out, "rill_memory_releases_total", "counter", "Times the runtime gave the C allocator's free pages back to the system");
+  prom_sample(out, "rill_memory_releases_total", {}, double(releases_->releases.load(std::memory_order_relaxed)));
+  prom_header(out, "rill_memory_released_bytes_total", "counter", "Resident bytes those releases gave back");
+  prom_sample(out, "rill_memory_released_bytes_total", {}, double(releases_->released_bytes.load(std::memory_order_relaxed)));
   metrics_->write_prometheus(out);
   return out;
 }

@@ -30,10 +30,11 @@
 // stops at once, gracefully. Each run() consumes the stop request when it returns.
 //
 // The control thread: one more thread per runtime, started by the constructor when
-// handle_signals and otherwise by the first run() that needs it (stop_when_idle or a
-// progress callback); it runs until the runtime is destroyed. It catches the signals,
-// samples the input for stop_when_idle and calls the progress callback. Nothing of the
-// job runs on it.
+// handle_signals and otherwise by the first run() that needs it (stop_when_idle, a
+// progress callback, the stall detector or the memory release); it runs until the runtime
+// is destroyed. It catches the signals, samples the input for stop_when_idle, calls the
+// progress callback, and gives the C allocator's free pages back to the system when they
+// exceed memory_release_slack (rill/core/memory_release.hpp). Nothing of the job runs on it.
 //
 // Errors: run() throws rill::config_error for bad options (key "runtime.workers",
 // "runtime.topology"); an exception thrown by user code on a worker stops the run and is
@@ -63,6 +64,7 @@
 #include <thread>
 #include <vector>
 
+#include "rill/core/memory_release.hpp"
 #include "rill/core/metrics.hpp"
 #include "rill/core/prometheus_server.hpp"
 #include "rill/core/run_control.hpp"
@@ -93,6 +95,17 @@ struct runtime_options {
   /// A worker loop turn at least this long is a stall (Seastar's reactor stall detector):
   /// counted, printed once on stderr and listed in run_report::stalls. 0 = off.
   std::chrono::milliseconds stall_threshold{100};
+  /// How often the control thread reads the C allocator's free bytes during a run
+  /// (rill/core/memory_release.hpp); 0 = never. Each check costs a mallinfo2() call.
+  std::chrono::milliseconds memory_release_interval{5000};
+  /// Free bytes the allocator may keep: when a check finds more, and the resident set
+  /// beyond the bytes in use grew by half this since the last release, it gives every
+  /// whole free page back to the system (malloc_trim), as jemalloc's dirty-page decay
+  /// does. The resident set then stays within about 1.5 x this of the bytes in use plus
+  /// the process's other memory (code, stacks, mapped files). A release takes about
+  /// 1 ms per MiB it gives back, under one arena's lock at a time: a worker allocating
+  /// from the arena being released waits (docs/design.md "Memory release").
+  std::size_t memory_release_slack = std::size_t{16} << 20;
 };
 
 struct run_report {
@@ -102,6 +115,11 @@ struct run_report {
   double elapsed_s = 0;
   /// Stalls of this run (runtime_options::stall_threshold), in the order they ended.
   std::vector<stall_event> stalls;
+  /// Times the control thread gave the allocator's free pages back during this run
+  /// (runtime_options::memory_release_interval), and by how many bytes the resident set
+  /// shrank in those calls.
+  std::uint64_t memory_releases = 0;
+  std::uint64_t memory_released_bytes = 0;
   /// The runtime's registry (runtime::metrics()): typed access, e.g.
   /// rep.metrics->merged(latency_id).quantile(0.99). Never null after run().
   std::shared_ptr<const metrics_registry> metrics;
@@ -211,6 +229,9 @@ class runtime {
   std::int64_t run_start_ns_ = 0;         // under mu_
   std::unique_ptr<scrape_state> scrape_;  // the previous scrape, for per-second gauges
   std::unique_ptr<prometheus_server> endpoint_;  // the metrics thread, see the banner
+  // Memory releases over the runtime's life: counted by the control thread, read by the
+  // metrics endpoint.
+  std::shared_ptr<memory_release_totals> releases_ = std::make_shared<memory_release_totals>();
 };
 
 }  // namespace rill
