@@ -346,6 +346,76 @@ TEST(EnrichmentKafka, ServiceRestartWithinTheRetriesLosesNothing) {
   second.stop();
 }
 
+// The service hangs instead of dying: the enrichment_service process is SIGSTOPped
+// between two halves of the input and SIGCONTed 8 s after the second half was produced.
+// Its sockets stay open and the kernel still accepts connections, so every request of
+// the second half waits for the example's 5 s timeout and is retried (backoff 100 ms ..
+// 4 s, 10 retries); after SIGCONT the service answers. Every record once, all committed,
+// exit 0, and the summary counts the timeouts.
+TEST(EnrichmentKafka, HungServiceTimesOutIsRetriedAndLosesNothing) {
+  RILL_NEED_BROKER();
+  const auto in = kt::unique("enrh-in"), out = kt::unique("enrh-out"), group = kt::unique("enrh-g");
+  kt::create_topic(in, 4);
+  kt::create_topic(out, 4);
+  constexpr int n = 2000;
+  const auto data = data_set();
+  const std::string dir = RILL_TEST_BINARY_DIR, svc_out = dir + "/enrh_svc.out", svc_err = dir + "/enrh_svc.log";
+  const pid_t svc = spawn({ENRICHMENT_SERVICE_BINARY, "--port", "0"}, svc_out, svc_err);
+  ASSERT_GT(svc, 0);
+  std::string url;
+  for (int i = 0; i < 500 && url.empty(); ++i) {
+    const auto text = slurp(svc_out);
+    if (const auto at = text.find("listening on "); at != std::string::npos && text.find('\n', at) != std::string::npos)
+      url = text.substr(at + 13, text.find('\n', at) - at - 13);
+    else std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_FALSE(url.empty()) << slurp(svc_err);
+  const std::string log = dir + "/enrh.log", sum = dir + "/enrh.json";
+  const pid_t pid = spawn({ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out, "--group",
+                           group, "--idle-exit", "15s", "--batch-size", "50", "--url", url},
+                          sum, log);
+  ASSERT_GT(pid, 0);
+  // First half: answered by the running service.
+  std::vector<std::pair<std::string, std::string>> first, second;
+  for (int i = 0; i < n; ++i) (i < n / 2 ? first : second).emplace_back(kt::key(i), data[i % data.size()].lookup);
+  kt::produce(in, first);
+  long long done = 0;
+  for (int i = 0; i < 6000 && done < n / 2; ++i) {
+    done = kt::end_offsets(out, 4);
+    if (done < n / 2) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(done, n / 2) << slurp(log);
+  // Second half: the service hangs.
+  ASSERT_EQ(::kill(svc, SIGSTOP), 0);
+  kt::produce(in, second);
+  std::this_thread::sleep_for(8s);
+  const long long during = kt::end_offsets(out, 4);
+  ASSERT_EQ(::kill(svc, SIGCONT), 0);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ::kill(svc, SIGTERM);
+  int svc_st = 0;
+  ::waitpid(svc, &svc_st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << slurp(log);
+  EXPECT_EQ(WEXITSTATUS(st), 0) << slurp(log);
+  EXPECT_EQ(during, n / 2) << "nothing of the second half can be enriched while the service hangs";
+
+  std::map<std::string, std::pair<int, long long>> where;
+  for (const auto& m : kt::consume_all(in, 4, std::size_t(n), 5000))
+    if (m.key) where[*m.key] = {m.partition, m.offset};
+  ASSERT_EQ(where.size(), std::size_t(n));
+  const auto got = kt::consume_all(out, 4, std::size_t(n) + 1, 3000);
+  const auto [lost, dup] = tally(got, n, data, where);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(dup, 0);
+  EXPECT_EQ(kt::committed(group, in, 4), per_partition(where));
+  const json s = last_json(sum);
+  ASSERT_TRUE(s.is_object()) << slurp(sum);
+  EXPECT_EQ(s["enrich_failed"], 0);
+  EXPECT_GT(s["timeouts"].get<long long>(), 0) << "requests must have waited for the hung service: " << s.dump();
+  EXPECT_GT(s["retries"].get<long long>(), 0) << s.dump();
+}
+
 // A batch that fails for good (HTTP 503 on every attempt after the start check) is not
 // committed: the run exits 1 with nothing written and no offset committed past the failed
 // records; a restart against a healthy service (in-process) delivers every record.
