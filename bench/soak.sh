@@ -82,7 +82,7 @@ now() { echo $(( $(date +%s) - t0 )); }
 next_broker=$(( 120 + RANDOM % 61 ))
 next_kill=$(( 180 + RANDOM % 61 ))
 broker_restarts=0; kills=0; loops=0; probe_failures=0
-echo "t_s,A_rss_kb,B_rss_kb,broker_rss_kb" >"$out/rss.csv"
+echo "t_s,A_rss_kb,A_anon_kb,B_rss_kb,broker_rss_kb" >"$out/rss.csv"
 while [ "$(now)" -lt "$dur" ]; do
   make_loop "$loops"
   # A probe that found no broker read nothing ("the capture was not read"): send the loop
@@ -100,7 +100,7 @@ while [ "$(now)" -lt "$dur" ]; do
   done
   loops=$((loops + 1))
   bpid=$(cat "$RILL_KAFKA_DIR/pid" 2>/dev/null || echo 0)
-  echo "$(now),$(rss_kb "$A"),$(rss_kb "$B"),$(rss_kb "$bpid")" >>"$out/rss.csv"
+  echo "$(now),$(rss_kb "$A"),$(anon_kb "$A"),$(rss_kb "$B"),$(rss_kb "$bpid")" >>"$out/rss.csv"
   if [ "$(now)" -ge "$next_broker" ]; then
     log "restarting the broker"
     if ! "$root/scripts/kafka" restart >>"$out/broker.log" 2>&1; then

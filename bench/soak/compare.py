@@ -25,11 +25,15 @@ dups = len(kafka_rows) - len(got)
 file_packets = next((json.loads(l).get('packets') for l in reversed(open(f'{out}/file_summary.json').readlines())
                      if l.startswith('{')), '?')
 rss = list(csv.DictReader(open(f'{out}/rss.csv')))
-def at(t):
+def at(t, col='A_rss_kb'):
     best = min(rss, key=lambda r: abs(int(r['t_s']) - t))
-    return int(best['A_rss_kb']), int(best['t_s'])
+    return int(best[col]), int(best['t_s'])
 a5, t5 = at(300)
 aend, tend = int(rss[-1]['A_rss_kb']), int(rss[-1]['t_s'])
+# RssAnon: the process's own memory, without the library pages its code faults in later.
+n5 = at(300, 'A_anon_kb')[0] if 'A_anon_kb' in rss[0] else 0
+nend = int(rss[-1].get('A_anon_kb') or 0)
+anon = f"{n5/1024:.1f} -> {nend/1024:.1f} MiB ({(nend-n5)/n5*100:+.1f}%)" if n5 else "-"
 b_peak = max(int(r['B_rss_kb']) for r in rss)
 errs = collections.Counter()
 for name in ('A', 'B', 'probe'):
@@ -40,9 +44,9 @@ for name in ('A', 'B', 'probe'):
             errs[(name, re.sub(r'\d+', '#', l)[:160])] += 1
     except FileNotFoundError:
         pass
-print(f"| duration | loops (packets) | broker restarts | SIGKILLs of B | probe failures | file rows | Kafka rows | exact | more (replayed) | missing | extra | duplicate rows | A RSS min {t5//60} -> end ({tend} s) | B peak RSS | A, B exit |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-print(f"| {dur} ({elapsed} s) | {loops} ({file_packets} in file mode) | {restarts} | {kills} | {pfail} | {len(want)} | {len(kafka_rows)} | {exact} | {over} | {missing} | {extra} | {dups} | {a5/1024:.1f} -> {aend/1024:.1f} MiB ({(aend-a5)/a5*100:+.1f}%) | {b_peak/1024:.1f} MiB | {a_st}, {b_st} |")
+print(f"| duration | loops (packets) | broker restarts | SIGKILLs of B | probe failures | file rows | Kafka rows | exact | more (replayed) | missing | extra | duplicate rows | A RSS min {t5//60} -> end ({tend} s) | A RssAnon min {t5//60} -> end | B peak RSS | A, B exit |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print(f"| {dur} ({elapsed} s) | {loops} ({file_packets} in file mode) | {restarts} | {kills} | {pfail} | {len(want)} | {len(kafka_rows)} | {exact} | {over} | {missing} | {extra} | {dups} | {a5/1024:.1f} -> {aend/1024:.1f} MiB ({(aend-a5)/a5*100:+.1f}%) | {anon} | {b_peak/1024:.1f} MiB | {a_st}, {b_st} |")
 print()
 print("error lines (process, line with numbers as #, count):")
 for (name, l), n in sorted(errs.items(), key=lambda x: -x[1]):
