@@ -95,6 +95,8 @@ class watermark_tracker {
     if (idle_timeout < std::chrono::nanoseconds::zero())
       throw config_error("watermark.idle_timeout", "watermark.idle_timeout must be >= 0");
     inputs_.assign(inputs, input_state{event_time_min, now, false, false});
+    one_input_ = inputs == 1;
+    sole_live_ = one_input_ && idle_timeout == std::chrono::nanoseconds::zero();
   }
 
   /// Input `input` has seen event time `t`: a record's time, or a progress marker
@@ -110,23 +112,28 @@ class watermark_tracker {
   void observe(std::size_t input, event_time t, steady_time now) noexcept {
     assert(input < inputs_.size());
     input_state& s = inputs_[input];
-    if (s.ended) return;
-    s.last_active = now;
-    const bool was_idle = s.idle;
-    s.idle = false;
-    if (t > s.largest) {
-      const event_time old_contribution = detail::saturating_sub(s.largest, max_delay_);
-      s.largest = t;
-      if (inputs_.size() == 1) {  // the only input defines W: no scan
+    if (sole_live_) {  // W = largest - max_delay: no activity bookkeeping, no scan
+      if (t > s.largest) {
+        s.largest = t;
         current_ = std::max(current_, detail::saturating_sub(t, max_delay_));
-        return;
       }
-      // Invariant: W >= min over active contributions. If this input's old contribution
-      // was above W, some other input holds W and raising this one cannot move it.
-      if (was_idle || old_contribution <= current_) recompute();
-    } else if (was_idle) {
-      recompute();  // every other input may be idle: this one now defines the minimum
+      return;
     }
+    if (s.ended || s.idle) [[unlikely]] {
+      observe_inactive(s, t, now);
+      return;
+    }
+    if (idle_timeout_.count() != 0) s.last_active = now;  // only tick() reads it
+    if (t <= s.largest) return;
+    const event_time old_largest = s.largest;
+    s.largest = t;
+    if (one_input_) {  // the only input defines W: no scan
+      current_ = std::max(current_, detail::saturating_sub(t, max_delay_));
+      return;
+    }
+    // Invariant: W >= min over active contributions. If this input's old contribution
+    // was above W, some other input holds W and raising this one cannot move it.
+    if (detail::saturating_sub(old_largest, max_delay_) <= current_) recompute();
   }
 
   /// Input `input` has finished: from now on it counts as +infinity and no longer holds
@@ -137,6 +144,7 @@ class watermark_tracker {
     assert(input < inputs_.size());
     if (inputs_[input].ended) return;
     inputs_[input].ended = true;
+    sole_live_ = false;
     recompute();
   }
 
@@ -205,6 +213,21 @@ class watermark_tracker {
     bool ended;
   };
 
+  // observe() of an ended input (ignored) or an idle one (active again).
+  [[gnu::noinline]] void observe_inactive(input_state& s, event_time t, steady_time now) noexcept {
+    if (s.ended) return;
+    s.last_active = now;
+    s.idle = false;
+    if (t > s.largest) {
+      s.largest = t;
+      if (one_input_) {
+        current_ = std::max(current_, detail::saturating_sub(t, max_delay_));
+        return;
+      }
+    }
+    recompute();  // every other input may be idle: this one now defines the minimum
+  }
+
   void recompute() noexcept {
     event_time candidate = event_time_max;
     bool all_ended = true;
@@ -225,6 +248,10 @@ class watermark_tracker {
   }
 
   std::vector<input_state> inputs_;
+  bool one_input_ = false;  // inputs_.size() == 1, without loading the vector's ends
+  // One input that has not ended and never becomes idle (idle_timeout 0): observe()
+  // only raises largest and W, without the activity bookkeeping tick() needs.
+  bool sole_live_ = false;
   std::chrono::nanoseconds max_delay_;
   std::chrono::nanoseconds idle_timeout_;
   event_time current_ = event_time_min;

@@ -526,11 +526,19 @@ class keyed_window_aggregator {
       fold_slice(*hot_, key, hash, value, std::move(ack));
       return;
     }
+    fold_other_slice(key, hash, value, t, std::move(ack));
+  }
+  // fold_in_time() of a record outside the cached slice: out of line, once per slice for
+  // records in time order.
+  [[gnu::noinline]] void fold_other_slice(const K& key, std::size_t hash, const T& value, event_time t,
+                                          std::shared_ptr<ack_token>&& ack) {
     fold_into(slice_index(t), key, hash, value, std::move(ack));
   }
 
+  // A record behind W (late, allowed-late or in a window not yet fired): out of line,
+  // the in-order path is fold_in_time.
   template <class OnResult, class LateThunk>
-  void fold_aligned(const K& key, std::size_t hash, const T& value, event_time t, event_time w,
+  [[gnu::noinline]] void fold_aligned(const K& key, std::size_t hash, const T& value, event_time t, event_time w,
                     std::shared_ptr<ack_token>&& ack, OnResult& on_result, LateThunk& late) {
     // Every window ending at or before W that held a slice has fired; the ones that held
     // none are past as well (they must not fire for this record's new slice).
@@ -590,7 +598,7 @@ class keyed_window_aggregator {
   }
 
   template <class OnResult>
-  void fire_aligned(OnResult& on_result) {
+  [[gnu::noinline]] void fire_aligned(OnResult& on_result) {
     const event_time w = tracker_.current();
     if (w < next_fire_) return;
     for (;;) {
@@ -813,17 +821,19 @@ class keyed_window_aggregator {
     last_bucket_->second.push_back(&n);
   }
 
+  // The check is inline; the firing is not (fire_aligned, fire_sessions): a push that
+  // fires nothing keeps its registers instead of sharing a frame with the emit loops.
   template <class OnResult>
   void fire_ready(OnResult& on_result) {
     if constexpr (!detail::is_session<Assigner>) {
-      fire_aligned(on_result);
+      if (tracker_.current() >= next_fire_) [[unlikely]] fire_aligned(on_result);
     } else {
-      fire_sessions(on_result);
+      if (!timers_.empty() && timers_.begin()->first <= tracker_.current()) [[unlikely]] fire_sessions(on_result);
     }
   }
 
   template <class OnResult>
-  void fire_sessions(OnResult& on_result) {
+  [[gnu::noinline]] void fire_sessions(OnResult& on_result) {
     const event_time w = tracker_.current();
     while (!timers_.empty() && timers_.begin()->first <= w) {
       if (last_bucket_ == timers_.begin()) last_bucket_ = timers_.end();
