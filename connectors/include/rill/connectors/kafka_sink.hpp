@@ -8,6 +8,15 @@
 //   rill::kafka_sink_stats     counters and the delivery latency (any thread)
 //   rill::kafka_sink<T>        a shared rill::sink_of<T>: `stream.sink(ptr)`
 //
+// Exactly-once (docs/design.md "Exactly-once"; a fragment, brokers and topics as below):
+//   rill::kafka_source<> src{{.brokers = b, .group = "g", .topics = {"in"}, .instance_id = "node-1",
+//                             .guarantee = rill::processing_guarantee::exactly_once}};
+//   auto out = std::make_shared<rill::kafka_sink<rill::kafka_record<>>>(
+//       rill::kafka_sink_options{.brokers = b, .topic = "out",
+//                                .guarantee = rill::processing_guarantee::exactly_once},
+//       src);   // transactional.id "g-node-1"; made before the run opens the source
+//   rt.run(rill::from(std::move(src)).map(f).sink(out));
+//
 // Example (compiled by tests/banner_examples.py; squares to the topic "squares", keyed
 // by the number):
 //   #include <rill/operators/stream.hpp>
@@ -57,6 +66,19 @@
 //     (kafka_record<std::string, std::string>) the record's key and value are moved into
 //     the kafka_message_out, not copied. The ack token waits for the delivery report in
 //     a pooled holder: per record, the sink itself allocates nothing another thread frees.
+//   - Exactly-once (options.guarantee = exactly_once, constructed with the source): a
+//     transactional producer (transactional.id = options.transactional_id, or
+//     "<group>-<instance_id>" of the source). write() holds the serialised output with
+//     the input offsets its ack token stands for and releases the token; a thread of the
+//     sink's own (replacing the poll thread) every 5 ms cuts the source's offsets so that
+//     no held output straddles the cut, produces the outputs below it into the open
+//     transaction, and every commit_interval sends the cut (send_offsets_to_transaction,
+//     each split's group metadata) and commits. Errors: a fenced producer (a newer
+//     instance with the same transactional id), an abortable error (aborted first), or
+//     a partition leaving the process while the open transaction reads it, is recorded
+//     in errors() and failed() and ends the source's splits with the error; retriable
+//     errors are retried for max(delivery_timeout, 60 s). end() does not flush: the
+//     source's close asks for the final commit. flush(worker) never reports full.
 //   - A delivery that fails for good (message.timeout.ms, non-retriable broker error)
 //     goes to on_error, counts in stats().failed, and is in errors(): never silent.
 //   - Records that carry a source position but no ack token count in stats().untracked

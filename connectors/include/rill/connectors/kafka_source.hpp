@@ -2,6 +2,7 @@
 // at-least-once offset commits.
 //
 // Defines:
+//   rill::processing_guarantee   at_least_once (default) or exactly_once
 //   rill::kafka_source_options   brokers, group, topics, commit interval, timeouts
 //   rill::kafka_record<K, V>     one message: key, value, topic, partition, offset, timestamp
 //   rill::kafka_topic            a record's topic name: interned, copied as a pointer
@@ -51,6 +52,13 @@
 //     (sync, before the partitions are given up), and at the end (sync, after waiting up
 //     to drain_timeout for what is in flight downstream). A refused commit is sent again
 //     by the next one; the final one is retried for at most drain_timeout.
+//   - Exactly-once (guarantee = exactly_once; docs/design.md "Exactly-once"): the source
+//     reads with isolation.level=read_committed and commits nothing itself; the
+//     kafka_sink constructed with it (kafka_sink(options, source)) commits its offsets
+//     inside its transactions. open() throws std::invalid_argument without such a sink.
+//     A partition revoked or lost after records were read from it past its last
+//     transactional commit ends the split with poll_status::error naming it (restart the
+//     process: it replays from the committed offsets); so does a failed transaction.
 //   - Eager rebalance: a revoked partition that the next assignment hands straight back
 //     to the same split, with the broker's committed offset still the one this split
 //     last had confirmed, keeps its in-flight records (one OffsetFetch, up to 5 s, on the
