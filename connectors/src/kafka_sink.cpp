@@ -6,14 +6,18 @@
 #include "rill/connectors/kafka_sink.hpp"
 
 #include "kafka_common.hpp"
+#include "rill/connectors/detail/kafka_ack.hpp"
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 namespace rill::kafka_detail {
 
@@ -60,6 +64,268 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   std::vector<std::string> errors;
   std::function<void(const kafka_failed_delivery&)> on_err;
   std::atomic<bool> stop{false};
+
+  // ---- exactly-once (link non-null); docs/design.md "Exactly-once" ----
+  std::shared_ptr<txn_link> link;
+  /// The inputs an output depends on, per source partition: lowest and highest offset.
+  struct dep {
+    std::int32_t pid;
+    std::int64_t lo, hi;
+  };
+  struct held_item {
+    kafka_message_out m;
+    std::int64_t ts;
+    std::vector<dep> deps;
+  };
+  std::mutex held_mu;            ///< held: appended by writing workers, cut by the txn thread
+  std::deque<held_item> held;
+  // The transaction thread's own state.
+  bool txn_open = false;
+  /// Per source partition, the offset the open transaction must commit: the cut under
+  /// which outputs reading it were released into the transaction. A commit without it
+  /// would make those outputs visible while their inputs are read again after a restart.
+  std::unordered_map<std::int32_t, std::int64_t> owed;
+  std::chrono::steady_clock::time_point last_commit = std::chrono::steady_clock::now();
+  std::uint64_t transactions = 0;
+
+  /// The input positions token `a` stands for, folded into `out` (an ack_group's parts
+  /// recursively; a kafka_source's offset_token is one position).
+  static void deps_of(const ack_token& a, std::vector<dep>& out) {
+    if (const auto* o = dynamic_cast<const offset_token*>(&a)) {
+      const auto& e = o->entry();
+      for (auto& d : out)
+        if (d.pid == e.pid) {
+          d.lo = std::min(d.lo, e.offset);
+          d.hi = std::max(d.hi, e.offset);
+          return;
+        }
+      out.push_back({e.pid, e.offset, e.offset});
+    } else if (const auto* g = dynamic_cast<const ack_group*>(&a)) {
+      for (const auto& p : g->parts())
+        if (p) deps_of(*p, out);
+    }
+  }
+
+  /// Records a transaction failure: the error text, the link (the splits end the run),
+  /// and an abort when the transaction can still be aborted. Takes ownership of `e`.
+  void txn_failed(const char* what, rd_kafka_error_t* e) {
+    std::string msg = "kafka_sink " + o.topic + ": exactly-once: " + what + ": " + rd_kafka_error_string(e);
+    const auto code = rd_kafka_error_code(e);
+    if (rd_kafka_error_is_fatal(e)) {
+      char why[512];
+      const auto fe = rd_kafka_fatal_error(p->c_ptr(), why, sizeof why);
+      if (fe == RD_KAFKA_RESP_ERR__FENCED || fe == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+          fe == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH || code == RD_KAFKA_RESP_ERR__FENCED ||
+          code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED || code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH)
+        msg += " (fenced: a newer producer with transactional.id '" + link->transactional_id +
+               "' took over; this one stops and its open transaction never becomes visible)";
+      else
+        msg += std::string(" (fatal: ") + why + ")";
+    } else if (rd_kafka_error_txn_requires_abort(e) && txn_open) {
+      if (auto* ae = rd_kafka_abort_transaction(p->c_ptr(), 30000)) rd_kafka_error_destroy(ae);
+      msg += "; transaction aborted: restart the process to replay from the committed offsets";
+    }
+    rd_kafka_error_destroy(e);
+    txn_open = false;
+    owed.clear();
+    {
+      std::lock_guard<std::mutex> g(mu);
+      errors.push_back(msg);
+    }
+    link->fail(msg);
+  }
+  /// The run failed elsewhere (a split's revoke, another error): abort what the open
+  /// transaction holds, so that nothing of it becomes visible.
+  void abort_open() {
+    if (!txn_open) return;
+    if (auto* e = rd_kafka_abort_transaction(p->c_ptr(), 30000)) rd_kafka_error_destroy(e);
+    txn_open = false;
+    owed.clear();
+  }
+  bool begin() {
+    if (txn_open) return true;
+    if (auto* e = rd_kafka_begin_transaction(p->c_ptr())) {
+      txn_failed("begin_transaction", e);
+      return false;
+    }
+    txn_open = true;
+    return true;
+  }
+  /// Calls f() (returning rd_kafka_error_t*) again while it fails with a retriable error
+  /// (a timeout, a coordinator moving or restarting), for at most `patience`.
+  template <class F>
+  rd_kafka_error_t* retrying(F f, std::chrono::milliseconds patience) {
+    const auto until = std::chrono::steady_clock::now() + patience;
+    rd_kafka_error_t* e = f();
+    while (e && rd_kafka_error_is_retriable(e) && std::chrono::steady_clock::now() < until) {
+      rd_kafka_error_destroy(e);
+      std::this_thread::sleep_for(std::chrono::milliseconds{50});
+      e = f();
+    }
+    return e;
+  }
+  std::chrono::milliseconds txn_patience() const { return std::max(o.delivery_timeout, std::chrono::milliseconds{60000}); }
+
+  /// One turn of the transaction thread: take the handed frontiers, release the held
+  /// outputs a consistent cut allows into the open transaction, and commit it when the
+  /// interval passed or a split asked for its final commit.
+  void txn_step() {
+    std::unordered_map<std::int32_t, txn_link::part> parts;
+    std::uint64_t requested = 0;
+    {
+      std::lock_guard<std::mutex> g(link->mu);
+      parts = link->parts;
+      requested = link->requested;
+    }
+    // The cut: C(p) starts at the handed frontier H(p); an output with an input at or
+    // past C(p) stays held and lowers C(p) of every partition it reads to its lowest
+    // input there (committing past that input without the output would lose it on
+    // replay). Repeated until nothing changes; the rest is released (all inputs < C).
+    std::unordered_map<std::int32_t, std::int64_t> cut;
+    for (const auto& [pid, pt] : parts) cut[pid] = pt.handed;
+    std::vector<held_item> out;
+    {
+      std::lock_guard<std::mutex> g(held_mu);
+      std::vector<char> kept(held.size(), 0);
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (std::size_t i = 0; i < held.size(); ++i) {
+          if (kept[i]) continue;
+          bool blocked = false;
+          for (const auto& d : held[i].deps) {
+            const auto it = cut.find(d.pid);
+            if (it == cut.end() || d.hi >= it->second) blocked = true;
+          }
+          if (!blocked) continue;
+          kept[i] = 1;
+          changed = true;
+          for (const auto& d : held[i].deps) {
+            auto [it, fresh] = cut.try_emplace(d.pid, d.lo);
+            if (!fresh) it->second = std::min(it->second, d.lo);
+          }
+        }
+      }
+      std::deque<held_item> rest;
+      for (std::size_t i = 0; i < held.size(); ++i) {
+        if (kept[i]) rest.push_back(std::move(held[i]));
+        else out.push_back(std::move(held[i]));
+      }
+      held.swap(rest);
+    }
+    if (!out.empty()) {
+      if (!begin()) return;
+      for (const auto& h : out)
+        for (const auto& d : h.deps) {
+          auto [it, fresh] = owed.try_emplace(d.pid, cut.at(d.pid));
+          if (!fresh) it->second = std::max(it->second, cut.at(d.pid));
+        }
+      for (auto& h : out) {
+        item it{std::move(h.m), h.ts, nullptr};
+        std::unique_lock<std::mutex> g(mu);
+        while (!try_produce(it)) {  // QUEUE_FULL: serve reports until librdkafka takes it
+          g.unlock();
+          serve([&] { p->poll(10); });
+          g.lock();
+        }
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    std::uint64_t served;
+    {
+      std::lock_guard<std::mutex> g(link->mu);
+      served = link->done;
+    }
+    if (now - last_commit < o.commit_interval && requested <= served) return;
+    last_commit = now;
+    if (std::getenv("RILL_KAFKA_DEBUG")) {
+      std::fprintf(stderr, "txn: released %zu held %zu cut", out.size(), held.size());
+      for (const auto& [pid, c] : cut) std::fprintf(stderr, " %d:%lld/%lld", pid, (long long)c, (long long)parts[pid].handed);
+      std::fprintf(stderr, "\n");
+    }
+    // Offsets to commit: the cut of every partition that moved past its last commit,
+    // grouped by the split (consumer) that holds it: each is sent with its consumer's
+    // group metadata, which the group coordinator checks (KIP-447 fencing).
+    std::unordered_map<split_view*, std::pair<std::shared_ptr<split_view>, std::vector<std::pair<std::int32_t, std::int64_t>>>> by_split;
+    for (auto [pid, c] : cut) {
+      const auto pt = parts.find(pid);
+      const auto ow = owed.find(pid);
+      if (ow != owed.end()) c = std::max(c, ow->second);
+      if (pt == parts.end() || !pt->second.owner) {
+        if (ow == owed.end()) continue;
+        abort_open();
+        link->fail("kafka_sink " + o.topic + ": exactly-once: source partition " + std::to_string(pid & 0xffff) +
+                   " left this process while outputs reading it were in the open transaction; aborted");
+        return;
+      }
+      if (c <= pt->second.committed || c < 0) continue;
+      auto& e = by_split[pt->second.owner.get()];
+      e.first = pt->second.owner;
+      e.second.emplace_back(pid, c);
+    }
+    if (!by_split.empty() && !begin()) return;
+    if (txn_open) {
+      if (link->failed.load(std::memory_order_acquire)) return abort_open();
+      for (auto& [raw, e] : by_split) {
+        rd_kafka_consumer_group_metadata_t* md = nullptr;
+        {
+          std::lock_guard<std::mutex> g(e.first->mu);
+          if (e.first->rk) md = rd_kafka_consumer_group_metadata(e.first->rk);
+        }
+        if (!md) {  // that consumer closed: its offsets cannot go with this transaction
+          abort_open();
+          link->fail("kafka_sink " + o.topic + ": exactly-once: a source consumer closed before its offsets were "
+                     "committed; aborted");
+          return;
+        }
+        rd_kafka_topic_partition_list_t* l = rd_kafka_topic_partition_list_new(int(e.second.size()));
+        for (const auto& [pid, c] : e.second) {
+          const auto& pt = parts.at(pid);
+          rd_kafka_topic_partition_list_add(l, pt.topic.c_str(), pt.partition)->offset = c;
+        }
+        auto* err = retrying([&] { return rd_kafka_send_offsets_to_transaction(p->c_ptr(), l, md, 30000); },
+                             txn_patience());
+        rd_kafka_topic_partition_list_destroy(l);
+        rd_kafka_consumer_group_metadata_destroy(md);
+        if (err) return txn_failed("send_offsets_to_transaction", err);
+      }
+      rd_kafka_error_t* err = nullptr;
+      serve([&] {
+        err = retrying([&] { return rd_kafka_commit_transaction(p->c_ptr(), 30000); }, txn_patience());
+      });
+      if (err) return txn_failed("commit_transaction", err);
+      txn_open = false;
+      owed.clear();
+      ++transactions;
+    }
+    {
+      std::lock_guard<std::mutex> g(link->mu);
+      for (const auto& [raw, e] : by_split)
+        for (const auto& [pid, c] : e.second)
+          if (auto it = link->parts.find(pid); it != link->parts.end()) it->second.committed = c;
+      link->done = std::max(link->done, requested);
+    }
+    link->cv.notify_all();
+  }
+  /// The transaction thread: a turn every 5 ms, or at once when a split asks for its
+  /// final commit. After a failure it only serves delivery reports and drops what is
+  /// written (the inputs stay uncommitted).
+  void txn_loop() {
+    while (!stop.load(std::memory_order_acquire)) {
+      {
+        std::unique_lock<std::mutex> g(link->mu);
+        link->cv.wait_for(g, std::chrono::milliseconds{5}, [&] { return link->requested > link->done; });
+      }
+      serve([&] { p->poll(0); });
+      if (link->failed.load(std::memory_order_acquire)) {
+        abort_open();
+        std::lock_guard<std::mutex> g(held_mu);
+        stats.completed.fetch_add(held.size(), std::memory_order_release);
+        held.clear();
+        continue;
+      }
+      txn_step();
+    }
+  }
   std::thread poller;
   /// When a writing worker last served delivery reports (steady_clock ticks): while the
   /// workers write, they serve the reports and the poll thread only looks in now and then.
@@ -227,7 +493,27 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   }
 };
 
-producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<impl>()) {
+std::shared_ptr<txn_link> attach_sink(const std::shared_ptr<txn_link>& link, const kafka_sink_options& o,
+                                      const kafka_source_options& src) {
+  if (!link)
+    throw std::invalid_argument("kafka_sink: exactly_once needs a kafka_source with guarantee = exactly_once");
+  std::string id = o.transactional_id;
+  if (id.empty()) {
+    if (src.instance_id.empty())
+      throw std::invalid_argument(
+          "kafka_sink: exactly_once needs transactional_id, or the source's instance_id to derive it from");
+    id = src.group + "-" + src.instance_id;
+  }
+  std::lock_guard<std::mutex> g(link->mu);
+  if (link->sink_attached) throw std::invalid_argument("kafka_sink: this source already has an exactly-once sink");
+  link->sink_attached = true;
+  link->transactional_id = id;
+  return link;
+}
+
+producer_core::producer_core(const kafka_sink_options& o, std::shared_ptr<txn_link> link)
+    : p_(std::make_unique<impl>()) {
+  p_->link = std::move(link);
   if (o.brokers.empty()) throw std::invalid_argument("kafka_sink: brokers is empty");
   if (o.topic.empty()) throw std::invalid_argument("kafka_sink: topic is empty");
   p_->o = o;
@@ -238,6 +524,11 @@ producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<
   set(*conf, "partitioner", "murmur2_random");
   set(*conf, "linger.ms", std::to_string(o.linger.count()));
   set(*conf, "message.timeout.ms", std::to_string(o.delivery_timeout.count()));
+  if (p_->link) {
+    set(*conf, "transactional.id", p_->link->transactional_id);
+    // librdkafka requires message.timeout.ms <= transaction.timeout.ms.
+    set(*conf, "transaction.timeout.ms", std::to_string(p_->txn_patience().count()));
+  }
   for (const auto& [k, v] : o.config) set(*conf, k, v);
   std::string err;
   if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(p_.get()), err) != RdKafka::Conf::CONF_OK ||
@@ -251,6 +542,20 @@ producer_core::producer_core(const kafka_sink_options& o) : p_(std::make_unique<
   // Null for a name librdkafka refuses (over 512 bytes): then every produce names the
   // topic and fails (error output), as the C++ produce(topic_name, ...) does.
   p_->rkt = rd_kafka_topic_new(p_->p->c_ptr(), o.topic.c_str(), nullptr);
+  if (p_->link) {
+    // Fences a predecessor with the same transactional.id: its open transaction is
+    // aborted (or its prepared commit completed) before this returns (KIP-98).
+    const auto wait = std::max(o.start_timeout, std::chrono::milliseconds{30000});
+    if (auto* e = p_->retrying([&] { return rd_kafka_init_transactions(p_->p->c_ptr(), int(wait.count())); }, wait)) {
+      const std::string why = rd_kafka_error_string(e);
+      rd_kafka_error_destroy(e);
+      if (p_->rkt) rd_kafka_topic_destroy(p_->rkt);
+      throw std::runtime_error("kafka_sink: init_transactions (transactional.id '" + p_->link->transactional_id +
+                               "') on '" + o.brokers + "': " + why);
+    }
+    p_->poller = std::thread([s = p_.get()] { s->txn_loop(); });
+    return;
+  }
   p_->poller = std::thread([s = p_.get()] {
     while (!s->stop.load(std::memory_order_acquire)) {
       const auto last = std::chrono::steady_clock::duration(s->worker_polled.load(std::memory_order_relaxed));
@@ -269,6 +574,24 @@ producer_core::~producer_core() {
   const std::size_t base = impl::delivered_now().size();
   s.stop.store(true, std::memory_order_release);
   s.poller.join();
+  if (s.link) {
+    // Whatever the open transaction holds was never committed: abort it now, so that
+    // read_committed consumers are not held back until it times out.
+    if (s.txn_open) {
+      if (auto* e = rd_kafka_abort_transaction(s.p->c_ptr(), 10000)) rd_kafka_error_destroy(e);
+      s.txn_open = false;
+    }
+    {
+      std::lock_guard<std::mutex> g(s.held_mu);
+      s.stats.completed.fetch_add(s.held.size(), std::memory_order_release);
+      s.held.clear();
+    }
+    {
+      std::lock_guard<std::mutex> g(s.link->mu);
+      s.link->sink_gone = true;
+    }
+    s.link->cv.notify_all();
+  }
   // Anything still pending is reported (ERR__PURGE_* delivery reports), not dropped silently.
   {
     std::lock_guard<std::mutex> g(s.mu);
@@ -328,6 +651,25 @@ std::uint64_t producer_core::flush(std::chrono::milliseconds timeout) {
 }
 
 std::uint64_t producer_core::pending() const noexcept { return p_->pending_now(); }
+
+void producer_core::hold(kafka_message_out&& m, std::int64_t ts_ms, std::shared_ptr<ack_token>&& ack) {
+  auto& s = *p_;
+  s.stats.accepted.fetch_add(1, std::memory_order_release);
+  if (s.link->failed.load(std::memory_order_acquire)) {
+    if (ack) ack->fail();  // never committed: replayed after the restart
+    s.stats.completed.fetch_add(1, std::memory_order_release);
+    return;
+  }
+  impl::held_item it{std::move(m), ts_ms, {}};
+  if (ack) impl::deps_of(*ack, it.deps);
+  {
+    std::lock_guard<std::mutex> g(s.held_mu);
+    s.held.push_back(std::move(it));
+  }
+  ack.reset();  // after the push: the inputs count as handed only once the output is held
+}
+
+bool producer_core::failed() const noexcept { return p_->link && p_->link->failed.load(std::memory_order_acquire); }
 void producer_core::on_error(std::function<void(const kafka_failed_delivery&)> f) {
   std::lock_guard<std::mutex> g(p_->mu);
   p_->on_err = std::move(f);

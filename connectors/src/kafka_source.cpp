@@ -38,16 +38,6 @@ const std::string* kafka_topic::intern(std::string_view name) {
 
 namespace rill::kafka_detail {
 
-/// What the metrics endpoint's thread may read of one split (kafka_source::lag()): the
-/// consumer handle while it is open, and the partitions assigned, both under `mu`. The
-/// split's worker updates them in its rebalance callbacks and nulls `rk` before the
-/// consumer closes, so a reader never uses a closed or destroyed handle.
-struct split_view {
-  std::mutex mu;
-  rd_kafka_t* rk = nullptr;
-  std::vector<std::pair<std::string, std::int32_t>> assigned;
-};
-
 struct topic_table {
   std::mutex mu;
   std::vector<std::string> names;
@@ -92,6 +82,7 @@ struct topic_table {
 };
 
 std::shared_ptr<topic_table> make_topic_table() { return std::make_shared<topic_table>(); }
+std::shared_ptr<txn_link> make_txn_link() { return std::make_shared<txn_link>(); }
 
 std::vector<kafka_partition_lag> lag_of(topic_table& t) {
   std::vector<std::shared_ptr<split_view>> views;
@@ -159,6 +150,11 @@ struct partition_track {
   std::int64_t position = -1;      ///< next offset to read: last emitted or skipped + 1
   std::deque<std::pair<std::int64_t, state>> open;  ///< offset, state
   bool paused = false;
+  std::int64_t published = -1;     ///< exactly-once: the handed frontier last published
+
+  /// Exactly-once: the lowest offset whose outputs have not all reached the sink (the
+  /// handed frontier H), -1 when nothing was read. Failed offsets stay below it.
+  std::int64_t handed() const noexcept { return open.empty() ? next_commit : open.front().first; }
 
   /// An offset handed to the pipeline (its token is alive).
   void emitted(std::int64_t off) {
@@ -214,6 +210,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   kafka_source_options o;
   std::shared_ptr<topic_table> topics;
   std::shared_ptr<kafka_source_stats> stats;
+  std::shared_ptr<txn_link> link;  ///< exactly_once: the sink commits our offsets; else null
   std::function<void(const kafka_bad_message&)> on_bad;
   std::unique_ptr<RdKafka::KafkaConsumer> c;
   ack_inbox::owner inbox = ack_inbox::make();  ///< this split's acks and token pool
@@ -301,6 +298,54 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     if (auto it = parts.find(pid); it != parts.end()) return &it->second;
     if (auto it = retained.find(pid); it != retained.end()) return &it->second;
     return nullptr;
+  }
+
+  /// Exactly-once: publishes the handed frontier of every assigned partition that moved
+  /// (one lock of the link per call, none when nothing moved).
+  void publish_handed() {
+    bool any = false;
+    for (const auto& [pid, t] : parts) any = any || (t.handed() >= 0 && t.handed() != t.published);
+    if (!any) return;
+    std::lock_guard<std::mutex> g(link->mu);
+    for (auto& [pid, t] : parts) {
+      const auto h = t.handed();
+      if (h < 0 || h == t.published) continue;
+      t.published = h;
+      auto& lp = link->parts[pid];
+      lp.topic = t.topic;
+      lp.partition = t.partition;
+      lp.handed = h;
+      lp.owner = view;
+    }
+  }
+  /// Exactly-once revoke: the partitions leave the link; one from which records were read
+  /// past its last transactional commit fails the run (their outputs and the windows that
+  /// hold them cannot be handed to the new owner, who replays them from the committed
+  /// offset). Returns true when none did.
+  bool release_to_link(const std::vector<std::int32_t>& pids, bool lost) {
+    std::string bad;
+    {
+      std::lock_guard<std::mutex> g(link->mu);
+      for (auto pid : pids) {
+        auto it = parts.find(pid);
+        auto lp = link->parts.find(pid);
+        const std::int64_t committed = lp == link->parts.end() ? -1 : lp->second.committed;
+        if (it != parts.end() && it->second.position >= 0 && it->second.position > committed && bad.empty())
+          bad = it->second.topic + "[" + std::to_string(it->second.partition) + "] read up to offset " +
+                std::to_string(it->second.position) + ", committed " + std::to_string(committed);
+        if (lp != link->parts.end()) link->parts.erase(lp);
+      }
+    }
+    if (bad.empty()) return true;
+    err = "kafka_source: exactly-once: partition " + bad +
+          (lost ? " was lost (this member was fenced by a newer one with its group.instance.id, or its session "
+                  "expired)"
+                : " was revoked") +
+          " with records not yet committed; the in-memory state holding them cannot be handed over, so the run "
+          "stops: restart the process, it replays from the committed offsets";
+    fatal = true;
+    link->fail(err);
+    return false;
   }
 
   void drain_acks() {
@@ -420,12 +465,15 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     std::vector<std::int32_t> pids;
     for (auto* tp : tps) pids.push_back(pid_of(tp->topic(), tp->partition()));
     const bool lost = consumer->assignment_lost();
-    if (!lost) commit(true, &pids);
+    if (link) {
+      if (!closed) release_to_link(pids, lost);  // at close: the final commit was made
+    }
+    else if (!lost) commit(true, &pids);
     retained.clear();
     for (auto pid : pids) {
       auto it = parts.find(pid);
       if (it == parts.end()) continue;
-      if (!lost && !coop) retained.emplace(pid, std::move(it->second));
+      if (!lost && !coop && !link) retained.emplace(pid, std::move(it->second));
       parts.erase(it);
     }
     std::erase_if(stash, [&](const message_ptr& m) {
@@ -516,9 +564,18 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
 
 split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_table> topics,
                        std::shared_ptr<kafka_source_stats> stats,
-                       std::function<void(const kafka_bad_message&)> on_bad, std::size_t index)
+                       std::function<void(const kafka_bad_message&)> on_bad, std::size_t index,
+                       std::shared_ptr<txn_link> link)
     : p_(std::make_shared<impl>()), version_(&p_->version) {
   p_->o = o;
+  p_->link = std::move(link);
+  if (p_->link) {
+    std::lock_guard<std::mutex> g(p_->link->mu);
+    if (!p_->link->sink_attached)
+      throw std::invalid_argument(
+          "kafka_source: guarantee = exactly_once, but no kafka_sink was constructed with this source "
+          "(kafka_sink(options, source)): nobody would commit its offsets");
+  }
   p_->topics = std::move(topics);
   p_->stats = std::move(stats);
   p_->on_bad = std::move(on_bad);
@@ -534,6 +591,9 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
   // (bench/RESULTS.md "kafka"); memory stays bounded by queued.max.messages.kbytes
   // (64 MiB per consumer). o.config overrides it.
   set(*conf, "queued.min.messages", "1000000");
+  if (!o.instance_id.empty()) set(*conf, "group.instance.id", o.instance_id + "-" + std::to_string(index));
+  // Exactly-once input: only committed transactions' messages (KIP-98).
+  if (p_->link) set(*conf, "isolation.level", "read_committed");
   for (const auto& [k, v] : o.config) set(*conf, k, v);
   std::string err;
   if (conf->set("rebalance_cb", static_cast<RdKafka::RebalanceCb*>(p_.get()), err) != RdKafka::Conf::CONF_OK ||
@@ -593,6 +653,14 @@ bool split_core::service() {
   auto& p = *p_;
   if (p.closed) return false;
   p.drain_acks();
+  if (p.link) {
+    if (p.link->failed.load(std::memory_order_acquire) && !p.fatal) {
+      p.fatal = true;
+      p.err = p.link->why();
+    }
+    if (!p.fatal) p.publish_handed();
+    return !p.fatal;
+  }
   const auto now = std::chrono::steady_clock::now();
   if (now - p.last_commit >= p.o.commit_interval) {
     p.last_commit = now;
@@ -737,6 +805,23 @@ void split_core::shutdown() {
   p.cur.reset();
   p.stash.clear();
   p.drain_acks();
+  if (p.link) {
+    // Exactly-once: the sink commits what was handed, in a transaction; wait for it
+    // (bounded by drain_timeout) before the group is left.
+    if (!p.fatal && !p.link->failed.load()) {
+      p.publish_handed();
+      if (!p.link->commit_and_wait(p.o.drain_timeout) && !p.link->failed.load())
+        p.err = "kafka_source: exactly-once: final transaction not committed within drain_timeout";
+    }
+    p.topics->committed([impl = p_] {
+      impl->unpublish();
+      impl->c->close();
+      impl->stats->assigned.fetch_sub(std::min<std::uint64_t>(impl->parts.size(), impl->stats->assigned.load()),
+                                      std::memory_order_relaxed);
+      impl->parts.clear();
+    });
+    return;
+  }
   p.commit(true);
   // A final commit the coordinator refused (REBALANCE_IN_PROGRESS while the group
   // rebalances, or no coordinator yet) is sent again once the rebalance completed:

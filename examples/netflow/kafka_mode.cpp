@@ -83,8 +83,16 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
   // --idle-exit takes the syntax of --window and --max-delay.
   const auto idle = rill_examples::parse_duration(o.idle_exit, "--idle-exit");
   using in_rec = rill::kafka_record<std::string, rill::packet>;
-  rill::kafka_source<std::string, rill::packet> src{
-      {.brokers = o.brokers, .group = o.group, .topics = {o.from}, .commit_interval = 1s}, nullptr, decode};
+  const auto guarantee =
+      o.exactly_once ? rill::processing_guarantee::exactly_once : rill::processing_guarantee::at_least_once;
+  rill::kafka_source<std::string, rill::packet> src{{.brokers = o.brokers,
+                                                     .group = o.group,
+                                                     .topics = {o.from},
+                                                     .commit_interval = 1s,
+                                                     .instance_id = o.exactly_once ? o.instance : std::string{},
+                                                     .guarantee = guarantee},
+                                                    nullptr,
+                                                    decode};
   src.event_time_from([](const in_rec& r) { return r.value.time; });
   std::atomic<std::uint64_t> bad{0};
   src.on_error([&bad](const rill::kafka_bad_message& m) {
@@ -98,10 +106,14 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
       std::cerr << "netflow: more bad records: only the first 10 are named, \"bad\" in the report counts all\n";
   });
   auto stats = src.stats();
-  auto sink = std::make_shared<rill::kafka_sink<flow_row>>(
-      rill::kafka_sink_options{.brokers = o.brokers, .topic = o.to,  // produce time: as the probe's
-                               .timestamps = rill::kafka_sink_options::timestamp_source::produce_time},
-      [](const flow_row& r) { return rill::kafka_message_out{tuple_key(r.key), row_json(r)}; });
+  const rill::kafka_sink_options sink_options{
+      .brokers = o.brokers, .topic = o.to,  // produce time: as the probe's
+      .timestamps = rill::kafka_sink_options::timestamp_source::produce_time, .guarantee = guarantee};
+  auto to_message = [](const flow_row& r) { return rill::kafka_message_out{tuple_key(r.key), row_json(r)}; };
+  // Exactly-once: the transactional sink commits the source's offsets; made before the run
+  // opens the source (init_transactions fences a predecessor with the same instance).
+  auto sink = o.exactly_once ? std::make_shared<rill::kafka_sink<flow_row>>(sink_options, src, to_message)
+                             : std::make_shared<rill::kafka_sink<flow_row>>(sink_options, to_message);
   auto job = netflow::count_flows(rill::from(std::move(src)).map([](in_rec&& r) { return std::move(r.value); }),
                                   window, delay)
                  .sink(sink, "kafka_sink");
@@ -139,6 +151,12 @@ void add_options(CLI::App& app, options& o) {
   app.add_option("--group", o.group, "Kafka: consumer group of the analysis (default netflow)");
   app.add_option("--idle-exit", o.idle_exit,
                  "Kafka: stop after this long without input, e.g. 3s, 500ms, 2m (0 = run until SIGTERM)");
+  app.add_flag("--exactly-once", o.exactly_once,
+               "Kafka: commit the flows and the input offsets together in transactions (read_committed readers "
+               "see each flow once, across crashes)");
+  app.add_option("--instance", o.instance,
+                 "Kafka, --exactly-once: this process's id in the group (static membership and transactional id; "
+                 "a restart with the same id fences the old process)");
 }
 
 int run(const options& o, const std::vector<std::string>& inputs, std::chrono::nanoseconds window,

@@ -123,10 +123,15 @@ inline std::vector<msg> consume_all(const std::string& topic, int partitions, st
   std::string err;
   std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   c->set("bootstrap.servers", brokers(), err);
+  c->set("isolation.level", "read_uncommitted", err);  // every message written, committed or not
+  // A transaction marker takes an offset but is never delivered: a partition that ends
+  // with one is at its end when the consumer says so (partition EOF).
+  c->set("enable.partition.eof", "true", err);
   c->set("group.id", unique("reader"), err);
   c->set("enable.auto.commit", "false", err);
   std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), err));
   std::vector<std::int64_t> end(partitions, -1), next(partitions, 0);
+  std::vector<bool> eof(partitions, false);
   for (int p = 0; p < partitions; ++p) {
     std::int64_t lo = 0, hi = 0;
     for (int attempt = 0; attempt < 5 && end[p] < 0; ++attempt)
@@ -141,7 +146,7 @@ inline std::vector<msg> consume_all(const std::string& topic, int partitions, st
   std::vector<msg> out;
   auto at_end = [&] {
     for (int p = 0; p < partitions; ++p)
-      if (next[p] < end[p]) return false;
+      if (next[p] < end[p] && !eof[p]) return false;
     return true;
   };
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -149,10 +154,58 @@ inline std::vector<msg> consume_all(const std::string& topic, int partitions, st
   while (out.size() < want && std::chrono::steady_clock::now() < give_up &&
          !(at_end() && std::chrono::steady_clock::now() - last >= std::chrono::milliseconds(idle_ms))) {
     std::unique_ptr<RdKafka::Message> m(k->consume(100));
+    if (m && m->err() == RdKafka::ERR__PARTITION_EOF && m->partition() >= 0 && m->partition() < partitions)
+      eof[m->partition()] = true;
     if (!m || m->err()) continue;
     last = std::chrono::steady_clock::now();
-    if (m->partition() >= 0 && m->partition() < partitions)
+    if (m->partition() >= 0 && m->partition() < partitions) {
       next[m->partition()] = std::max<std::int64_t>(next[m->partition()], m->offset() + 1);
+      eof[m->partition()] = false;
+    }
+    std::optional<std::string> key;
+    if (m->key()) key = *m->key();
+    out.push_back({m->partition(), m->offset(), key,
+                   std::string(static_cast<const char*>(m->payload()), m->len()), m->timestamp().timestamp});
+  }
+  k->close();
+  return out;
+}
+
+/// Reads every partition of `topic` from the beginning as a read_committed consumer
+/// (KIP-98: messages of committed transactions only; aborted ones and transaction markers
+/// are skipped). Stops once every partition reported its end (the last stable offset,
+/// enable.partition.eof) and `idle_ms` passed without a message, or after 120 s. Call it
+/// when no transaction on the topic is open, else it stops at the first one.
+inline std::vector<msg> consume_committed(const std::string& topic, int partitions, int idle_ms = 1000) {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers(), err);
+  c->set("group.id", unique("reader"), err);
+  c->set("enable.auto.commit", "false", err);
+  c->set("isolation.level", "read_committed", err);
+  c->set("enable.partition.eof", "true", err);
+  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), err));
+  std::vector<RdKafka::TopicPartition*> tps;
+  for (int p = 0; p < partitions; ++p)
+    tps.push_back(RdKafka::TopicPartition::create(topic, p, RdKafka::Topic::OFFSET_BEGINNING));
+  k->assign(tps);
+  RdKafka::TopicPartition::destroy(tps);
+  std::vector<msg> out;
+  std::vector<bool> eof(partitions, false);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  auto last = std::chrono::steady_clock::now();
+  auto all_eof = [&] { return std::all_of(eof.begin(), eof.end(), [](bool b) { return b; }); };
+  while (std::chrono::steady_clock::now() < give_up &&
+         !(all_eof() && std::chrono::steady_clock::now() - last >= std::chrono::milliseconds(idle_ms))) {
+    std::unique_ptr<RdKafka::Message> m(k->consume(100));
+    if (!m) continue;
+    if (m->err() == RdKafka::ERR__PARTITION_EOF) {
+      if (m->partition() >= 0 && m->partition() < partitions) eof[m->partition()] = true;
+      continue;
+    }
+    if (m->err()) continue;
+    last = std::chrono::steady_clock::now();
+    if (m->partition() >= 0 && m->partition() < partitions) eof[m->partition()] = false;
     std::optional<std::string> key;
     if (m->key()) key = *m->key();
     out.push_back({m->partition(), m->offset(), key,

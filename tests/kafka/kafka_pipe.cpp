@@ -1,5 +1,5 @@
 // kafka_pipe — the pipeline process the crash/SIGTERM tests start, kill and restart:
-//   kafka_pipe BROKERS IN OUT GROUP SLOW_US [map|window]
+//   kafka_pipe BROKERS IN OUT GROUP SLOW_US [map|window|count] [eos INSTANCE | alo INSTANCE]
 // map (default):
 //   kafka_source(IN, GROUP) -> map(value = "v" + value, SLOW_US µs of simulated work)
 //   -> kafka_sink(OUT)
@@ -8,6 +8,13 @@
 //   -> map(SLOW_US µs) -> key_by(key) -> window_sort(1 s, max delay 2 s; late records go
 //   straight to the sink with their ack) -> flat_map(window -> its records, value "w" + value)
 //   -> kafka_sink(OUT)
+// count (a keyed tumbling aggregation through an exchange):
+//   kafka_source(IN, GROUP, event time = value ms, "end" = 1 h) -> map(SLOW_US µs)
+//   -> key_by(key) -> tumbling 100 ms, max delay 0, count
+//   -> kafka_sink(OUT): key = key, value = "<window start ms> <count>"
+// eos INSTANCE: processing_guarantee::exactly_once on source and sink, static membership
+//   and transactional id from INSTANCE (a restart with the same INSTANCE fences the old
+//   process); alo INSTANCE: the same static membership, at-least-once (the tests' control).
 // 2 workers, until SIGTERM/SIGINT (graceful: drain, windows fire, flush, commit).
 // Exit 0 when everything accepted was delivered and committed, 1 otherwise.
 #include <chrono>
@@ -23,30 +30,66 @@ using namespace std::chrono_literals;
 using rec = rill::kafka_record<std::string, std::string>;
 
 int main(int argc, char** argv) {
-  if (argc != 6 && argc != 7) {
-    std::cerr << "usage: kafka_pipe BROKERS IN OUT GROUP SLOW_US [map|window]\n";
+  if (argc != 6 && argc != 7 && argc != 9) {
+    std::cerr << "usage: kafka_pipe BROKERS IN OUT GROUP SLOW_US [map|window|count] [eos|alo INSTANCE]\n";
     return 2;
   }
   const std::string brokers = argv[1];
   const auto slow = std::chrono::microseconds{std::atoll(argv[5])};
-  const std::string mode = argc == 7 ? argv[6] : "map";
-  auto sink = std::make_shared<rill::kafka_sink<rec>>(rill::kafka_sink_options{.brokers = brokers, .topic = argv[3],
-                                                            // outlives a broker restart (BrokerRestart test):
-                                                            // scripts/kafka restart may take 30 s (clean stop)
-                                                            // + 90 s (start) on a loaded machine, and messages
-                                                            // produced just before the stop wait all of it plus
-                                                            // the reconnect backoff (librdkafka's default, 300 s)
-                                                            .delivery_timeout = std::chrono::milliseconds{300000}});
-  rill::kafka_source<> src{{.brokers = brokers, .group = argv[4], .topics = {argv[2]},
-                            .commit_interval = std::chrono::milliseconds{200},
-                            // a killed member is noticed after 6 s (broker minimum), not 45 s
-                            .config = {{"session.timeout.ms", "6000"}}}};
+  const std::string mode = argc >= 7 ? argv[6] : "map";
+  const bool eos = argc == 9 && std::string(argv[7]) == "eos";
+  const std::string instance = argc == 9 ? argv[8] : "";
+  const auto guarantee = eos ? rill::processing_guarantee::exactly_once : rill::processing_guarantee::at_least_once;
+  rill::kafka_source_options so{.brokers = brokers, .group = argv[4], .topics = {argv[2]},
+                                .commit_interval = std::chrono::milliseconds{200},
+                                .instance_id = instance,
+                                .guarantee = guarantee,
+                                // a killed member is noticed after 6 s (broker minimum), not 45 s
+                                .config = {{"session.timeout.ms", "6000"}}};
+  // count: small fetches, so the partitions' records arrive interleaved and windows fire
+  // as the run goes (one 1 MB fetch per partition would hand over one partition's whole
+  // backlog, seconds of SLOW_US work, before the next partition's first record).
+  if (mode == "count") so.config["max.partition.fetch.bytes"] = "4096";
+  rill::kafka_source<> src{so};
+  const rill::kafka_sink_options sink_options{.brokers = brokers, .topic = argv[3],
+                                              // outlives a broker restart (BrokerRestart test):
+                                              // scripts/kafka restart may take 30 s (clean stop)
+                                              // + 90 s (start) on a loaded machine, and messages
+                                              // produced just before the stop wait all of it plus
+                                              // the reconnect backoff (librdkafka's default, 300 s)
+                                              .delivery_timeout = std::chrono::milliseconds{300000},
+                                              .guarantee = guarantee};
+  // Exactly-once: the sink is made before the run opens the source (its init_transactions
+  // fences the previous incarnation first).
+  auto sink = eos ? std::make_shared<rill::kafka_sink<rec>>(sink_options, src)
+                  : std::make_shared<rill::kafka_sink<rec>>(sink_options);
   auto st = src.stats();
   auto work = [slow](rec&& r) {
     if (slow.count()) std::this_thread::sleep_for(slow);  // simulated work
     return std::move(r);
   };
   rill::job job = [&] {
+    if (mode == "count") {
+      src.event_time_from([](const rec& r) {
+        return rill::event_time{r.value == "end" ? std::chrono::milliseconds{3600000}
+                                                 : std::chrono::milliseconds{std::stoll(r.value)}};
+      });
+      return rill::from(std::move(src))
+          .map(work)
+          .key_by([](const rec& r) { return r.key; })
+          .window(rill::tumbling{100ms}, {.max_delay = 0ms})
+          .name("window")
+          .count()
+          .map([](rill::keyed_window_result<std::string, std::uint64_t>&& r) {
+            rec out;
+            out.key = r.key;
+            out.value = std::to_string(
+                            std::chrono::duration_cast<std::chrono::milliseconds>(r.start.time_since_epoch()).count()) +
+                        " " + std::to_string(r.value);
+            return out;
+          })
+          .sink(sink);
+    }
     if (mode == "window") {
       src.event_time_from([](const rec& r) {
         return rill::event_time{r.value == "end" ? std::chrono::milliseconds{3600000}
@@ -78,10 +121,11 @@ int main(int argc, char** argv) {
   }();
   rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores", .pin = false, .handle_signals = true}};
   const auto rep = rt.run(job);
-  std::cerr << "kafka_pipe(" << mode << "): consumed " << st->consumed << " delivered "
+  std::cerr << "kafka_pipe(" << mode << (eos ? ", exactly-once" : "") << "): consumed " << st->consumed << " delivered "
             << sink->stats().delivered << " undelivered " << sink->undelivered() << " late "
             << rep.stage("window_sort").late << " commits " << st->commits << " errors "
             << rep.errors.size() + sink->errors().size() << "\n";
   if (!sink->errors().empty()) std::cerr << "kafka_pipe: first error: " << sink->errors().front() << "\n";
+  if (!rep.errors.empty()) std::cerr << "kafka_pipe: first run error: " << rep.errors.front() << "\n";
   return sink->undelivered() == 0 && sink->errors().empty() && rep.errors.empty() ? 0 : 1;
 }

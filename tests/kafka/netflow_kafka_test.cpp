@@ -92,6 +92,39 @@ TEST(NetflowKafka, KafkaToKafkaOutputEqualsFileMode) {
   EXPECT_EQ(c, per);
 }
 
+// --exactly-once: the same analysis with the rows and the offsets committed together in
+// Kafka transactions; a read_committed reader sees the file mode's rows, each once, and
+// the group's offsets are at the input ends.
+TEST(NetflowKafka, ExactlyOnceOutputEqualsFileMode) {
+  RILL_NEED_BROKER();
+  const auto packets = kt::unique("nfx-packets"), flows = kt::unique("nfx-flows"), group = kt::unique("nfx-g");
+  kt::create_topic(packets, 4);
+  kt::create_topic(flows, 4);
+  const std::string dir = RILL_TEST_BINARY_DIR;
+  const std::string nf = NETFLOW_BINARY, file_out = dir + "/nfx_file.jsonl", log = dir + "/nfx_kafka.log";
+  const std::string captures = " -i " + dir + "/nfx_gen.pcap";
+  ASSERT_EQ(sh(std::string(PCAPGEN_BINARY) + " --output " + dir +
+               "/nfx_gen.pcap --flows 50 --packets-per-flow 200 --jitter 1ms --quiet"), 0);
+  ASSERT_EQ(sh(nf + captures + " --window 10ms --max-delay 5ms -w 2 -o " + file_out), 0);
+  auto expect = lines(file_out);
+  ASSERT_GT(expect.size(), 10u);
+  ASSERT_EQ(sh(nf + " --probe" + captures + " --brokers " + kt::brokers() + " --topic " + packets + " -w 2 2>" + log),
+            0) << "probe failed, see " << log;
+  ASSERT_EQ(sh(nf + " --brokers " + kt::brokers() + " --from " + packets + " --to " + flows + " --group " + group +
+               " --exactly-once --instance t --window 10ms --max-delay 5ms --idle-exit 3s -w 2 2>>" + log),
+            0) << "analysis failed, see " << log;
+  std::vector<std::string> got;
+  for (const auto& m : kt::consume_committed(flows, 4)) got.push_back(m.value);
+  std::sort(expect.begin(), expect.end());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got.size(), expect.size());
+  EXPECT_EQ(got, expect);
+  const auto in = kt::consume_all(packets, 4, std::size_t(-1), 1000);
+  std::vector<long long> per(4, 0);
+  for (const auto& m : in) ++per[m.partition];
+  EXPECT_EQ(kt::committed(group, packets, 4), per);
+}
+
 // The real capture echo-connections.pcap (82,582 packets over 6.5 s; its tshark ground
 // truth, ../shared/data/pcap/MANIFEST.md, gives the packet count) with netflow's default
 // window (1 s) and max delay (2 s), one consumer over 4 partitions. Before per-partition

@@ -8,6 +8,15 @@
 //   rill::kafka_sink_stats     counters and the delivery latency (any thread)
 //   rill::kafka_sink<T>        a shared rill::sink_of<T>: `stream.sink(ptr)`
 //
+// Exactly-once (docs/design.md "Exactly-once"; a fragment, brokers and topics as below):
+//   rill::kafka_source<> src{{.brokers = b, .group = "g", .topics = {"in"}, .instance_id = "node-1",
+//                             .guarantee = rill::processing_guarantee::exactly_once}};
+//   auto out = std::make_shared<rill::kafka_sink<rill::kafka_record<>>>(
+//       rill::kafka_sink_options{.brokers = b, .topic = "out",
+//                                .guarantee = rill::processing_guarantee::exactly_once},
+//       src);   // transactional.id "g-node-1"; made before the run opens the source
+//   rt.run(rill::from(std::move(src)).map(f).sink(out));
+//
 // Example (compiled by tests/banner_examples.py; squares to the topic "squares", keyed
 // by the number):
 //   #include <rill/operators/stream.hpp>
@@ -57,6 +66,19 @@
 //     (kafka_record<std::string, std::string>) the record's key and value are moved into
 //     the kafka_message_out, not copied. The ack token waits for the delivery report in
 //     a pooled holder: per record, the sink itself allocates nothing another thread frees.
+//   - Exactly-once (options.guarantee = exactly_once, constructed with the source): a
+//     transactional producer (transactional.id = options.transactional_id, or
+//     "<group>-<instance_id>" of the source). write() holds the serialised output with
+//     the input offsets its ack token stands for and releases the token; a thread of the
+//     sink's own (replacing the poll thread) every 5 ms cuts the source's offsets so that
+//     no held output straddles the cut, produces the outputs below it into the open
+//     transaction, and every commit_interval sends the cut (send_offsets_to_transaction,
+//     each split's group metadata) and commits. Errors: a fenced producer (a newer
+//     instance with the same transactional id), an abortable error (aborted first), or
+//     a partition leaving the process while the open transaction reads it, is recorded
+//     in errors() and failed() and ends the source's splits with the error; retriable
+//     errors are retried for max(delivery_timeout, 60 s). end() does not flush: the
+//     source's close asks for the final commit. flush(worker) never reports full.
 //   - A delivery that fails for good (message.timeout.ms, non-retriable broker error)
 //     goes to on_error, counts in stats().failed, and is in errors(): never silent.
 //   - Records that carry a source position but no ack token count in stats().untracked
@@ -120,6 +142,23 @@ struct kafka_sink_options {
   /// larger because a deeper producer queue makes the same job slower (bench/RESULTS.md
   /// "kafka").
   std::uint64_t max_pending = 50000;
+  /// at_least_once (default): idempotent producer, delivery reports release the inputs.
+  /// exactly_once: a transactional producer that commits the outputs together with the
+  /// input offsets of the source it was constructed with (kafka_sink(options, source);
+  /// docs/design.md "Exactly-once"). Outputs are held in memory until a consistent cut of
+  /// the source's offsets covers every input they depend on, then produced inside the
+  /// open transaction; the transaction commits every commit_interval.
+  processing_guarantee guarantee = processing_guarantee::at_least_once;
+  /// exactly_once: transactional.id (KIP-98). Empty: "<group>-<instance_id>" of the
+  /// source (kafka_source_options::instance_id must then be set). The id of one process
+  /// instance: a process restarted with the same id fences its predecessor (its open
+  /// transaction is aborted, its later writes are refused); two live processes must not
+  /// share one.
+  std::string transactional_id{};
+  /// exactly_once: how often the open transaction commits (Kafka Streams' EOS
+  /// commit.interval.ms default, 100 ms). The latency a read_committed consumer sees is
+  /// at least this.
+  std::chrono::milliseconds commit_interval{100};
 };
 
 struct kafka_message_out {
@@ -160,10 +199,25 @@ struct kafka_sink_stats {
 
 namespace kafka_detail {
 
+/// Attaches a sink to the exactly-once link of a source (kafka_sink(options, source)):
+/// returns the link, with its transactional id set from `o` or the source's group and
+/// instance id. Throws std::invalid_argument when the source is not exactly_once, when
+/// the link already has a sink, or when no transactional id can be made.
+std::shared_ptr<txn_link> attach_sink(const std::shared_ptr<txn_link>& link, const kafka_sink_options& o,
+                                      const kafka_source_options& src);
+
 /// The producer (implemented in kafka_sink.cpp). All methods: any thread.
 class producer_core {
  public:
-  explicit producer_core(const kafka_sink_options& o);
+  /// `link` non-null: exactly-once (transactional producer; init_transactions blocks up
+  /// to max(start_timeout, 30 s) and throws std::runtime_error when it fails).
+  explicit producer_core(const kafka_sink_options& o, std::shared_ptr<txn_link> link = nullptr);
+  /// Exactly-once: keeps `m` until a consistent cut covers the inputs `ack` stands for,
+  /// then releases `ack` (the inputs count as handed to the sink). Never blocks.
+  void hold(kafka_message_out&& m, std::int64_t ts_ms, std::shared_ptr<ack_token>&& ack);
+  /// Exactly-once: true once the transaction failed for good (fenced, aborted); the run's
+  /// sources end with the error. Any thread.
+  bool failed() const noexcept;
   ~producer_core();
   producer_core(const producer_core&) = delete;
   producer_core& operator=(const producer_core&) = delete;
@@ -199,10 +253,27 @@ class kafka_sink {
   /// record's key and value are then moved into the message, not copied (write() owns
   /// the record).
   explicit kafka_sink(kafka_sink_options o, serialiser s = nullptr)
-      : o_(std::move(o)), ser_(std::move(s)), core_(std::make_unique<kafka_detail::producer_core>(o_)) {
-    if constexpr (is_raw)
-      if (!ser_) move_raw_ = true;
-    if (!ser_ && !move_raw_) throw std::invalid_argument("kafka_sink: serialiser missing");
+      : o_(std::move(o)), ser_(std::move(s)) {
+    if (o_.guarantee == processing_guarantee::exactly_once)
+      throw std::invalid_argument("kafka_sink: guarantee = exactly_once needs the source whose offsets it "
+                                  "commits: kafka_sink(options, source, serialiser)");
+    init();
+  }
+  /// Exactly-once (options.guarantee = exactly_once, and the source's too): a
+  /// transactional producer that commits `source`'s offsets with the outputs
+  /// (docs/design.md "Exactly-once"). Construct it before the run opens the source: the
+  /// constructor's init_transactions fences a predecessor with the same transactional id
+  /// and waits until its open transaction was aborted or committed, so the source then
+  /// reads stable committed offsets. Blocks up to max(start_timeout, 30 s); throws
+  /// std::runtime_error when the broker does not answer, std::invalid_argument when
+  /// either side is not exactly_once or the source already has a sink.
+  template <class K, class V>
+  kafka_sink(kafka_sink_options o, const kafka_source<K, V>& source, serialiser s = nullptr)
+      : o_(std::move(o)), ser_(std::move(s)) {
+    if (o_.guarantee != processing_guarantee::exactly_once)
+      throw std::invalid_argument("kafka_sink: constructed with a source but guarantee is not exactly_once");
+    link_ = kafka_detail::attach_sink(source.link_, o_, source.options());
+    init();
   }
 
   /// Error side output for failed deliveries (called under the sink's mutex, on the
@@ -217,6 +288,7 @@ class kafka_sink {
   /// A serialiser exception propagates (fail policy: the run stops with it).
   void write(std::size_t, record<T>&& r) {
     if (!r.ack && r.position) core_->stats().untracked.fetch_add(1, std::memory_order_relaxed);
+    if (link_) return hold(std::move(r));
     const auto ms = o_.timestamps == kafka_sink_options::timestamp_source::event_time
                         ? std::chrono::duration_cast<std::chrono::milliseconds>(r.time.time_since_epoch()).count()
                         : 0;  // 0: librdkafka stamps the produce time
@@ -233,6 +305,7 @@ class kafka_sink {
   /// while pending() >= options.max_pending. The asking worker first serves the
   /// delivery reports that are ready, so a waiting pipeline keeps draining.
   bool flush(std::size_t) {
+    if (link_) return true;  // exactly-once: held outputs wait for a cut, not for room
     if (o_.max_pending == 0 || core_->pending() < o_.max_pending) return true;
     core_->serve_reports();
     return core_->pending() < o_.max_pending;
@@ -241,6 +314,7 @@ class kafka_sink {
   /// One worker's input ended: waits (blocking that worker, up to flush_timeout) until
   /// every record accepted so far was confirmed or failed.
   void end(std::size_t) {
+    if (link_) return;  // exactly-once: the source's close asks for the final commit
     const auto left = core_->flush(o_.flush_timeout);
     if (left)
       core_->add_error("kafka_sink " + o_.topic + ": " + std::to_string(left) +
@@ -269,14 +343,39 @@ class kafka_sink {
                      "Kafka sink: produce call to delivery report, successful deliveries, seconds", l,
                      [st] { return histogram(st->delivery_latency); }, 1e-9);
   }
-  /// Failed deliveries and flush timeouts, as text, in order.
+  /// Failed deliveries and flush timeouts, as text, in order; exactly-once: also why the
+  /// transaction failed (fenced, aborted).
   std::vector<std::string> errors() const { return core_->errors(); }
+  /// Exactly-once: true once the transactional producer failed for good (fenced by a
+  /// newer instance with the same transactional id, or a transaction aborted). Any thread.
+  bool failed() const noexcept { return core_->failed(); }
 
  private:
+  void init() {
+    core_ = std::make_unique<kafka_detail::producer_core>(o_, link_);
+    if constexpr (is_raw)
+      if (!ser_) move_raw_ = true;
+    if (!ser_ && !move_raw_) throw std::invalid_argument("kafka_sink: serialiser missing");
+  }
+  void hold(record<T>&& r) {
+    const auto ms = o_.timestamps == kafka_sink_options::timestamp_source::event_time
+                        ? std::chrono::duration_cast<std::chrono::milliseconds>(r.time.time_since_epoch()).count()
+                        : 0;
+    if constexpr (is_raw) {
+      if (move_raw_) {
+        core_->hold(kafka_message_out{std::move(r.value.key), std::move(r.value.value)}, ms > 0 ? ms : 0,
+                    std::move(r.ack));
+        return;
+      }
+    }
+    core_->hold(ser_(static_cast<const T&>(r.value)), ms > 0 ? ms : 0, std::move(r.ack));
+  }
+
   static constexpr bool is_raw = std::is_same_v<T, kafka_record<std::string, std::string>>;
   kafka_sink_options o_;
   serialiser ser_;
   bool move_raw_ = false;  ///< no serialiser given for a raw record: move key and value
+  std::shared_ptr<kafka_detail::txn_link> link_;  ///< exactly_once only
   std::unique_ptr<kafka_detail::producer_core> core_;
 };
 

@@ -2,6 +2,7 @@
 // at-least-once offset commits.
 //
 // Defines:
+//   rill::processing_guarantee   at_least_once (default) or exactly_once
 //   rill::kafka_source_options   brokers, group, topics, commit interval, timeouts
 //   rill::kafka_record<K, V>     one message: key, value, topic, partition, offset, timestamp
 //   rill::kafka_topic            a record's topic name: interned, copied as a pointer
@@ -51,6 +52,13 @@
 //     (sync, before the partitions are given up), and at the end (sync, after waiting up
 //     to drain_timeout for what is in flight downstream). A refused commit is sent again
 //     by the next one; the final one is retried for at most drain_timeout.
+//   - Exactly-once (guarantee = exactly_once; docs/design.md "Exactly-once"): the source
+//     reads with isolation.level=read_committed and commits nothing itself; the
+//     kafka_sink constructed with it (kafka_sink(options, source)) commits its offsets
+//     inside its transactions. open() throws std::invalid_argument without such a sink.
+//     A partition revoked or lost after records were read from it past its last
+//     transactional commit ends the split with poll_status::error naming it (restart the
+//     process: it replays from the committed offsets); so does a failed transaction.
 //   - Eager rebalance: a revoked partition that the next assignment hands straight back
 //     to the same split, with the broker's committed offset still the one this split
 //     last had confirmed, keeps its in-flight records (one OffsetFetch, up to 5 s, on the
@@ -102,6 +110,17 @@
 
 namespace rill {
 
+/// What a Kafka source -> ... -> Kafka sink job guarantees about its output after a crash
+/// (docs/design.md "Kafka" and "Exactly-once"; Kafka Streams' processing.guarantee).
+///   at_least_once: every input's outputs reach the output topic at least once; after a
+///     crash or rebalance some are written again (duplicates). The default.
+///   exactly_once: the sink writes the outputs and commits the input offsets they account
+///     for in one Kafka transaction (KIP-98, KIP-447); a read_committed consumer of the
+///     output sees each result once, across crashes. Costs up to one commit_interval of
+///     latency. Needs a kafka_sink constructed with the source
+///     (kafka_sink(options, source)).
+enum class processing_guarantee { at_least_once, exactly_once };
+
 struct kafka_source_options {
   std::string brokers{};               ///< bootstrap.servers, "host:port,..."
   std::string group{};                 ///< group.id (required)
@@ -125,6 +144,18 @@ struct kafka_source_options {
   bool require_topics = true;
   std::string offset_reset = "earliest";            ///< auto.offset.reset without commit
   bool cooperative = false;            ///< partition.assignment.strategy=cooperative-sticky
+  /// Static membership (KIP-345): non-empty = group.instance.id "<instance_id>-<split>".
+  /// A process restarted with the same id within the session timeout gets its partitions
+  /// back without a rebalance; a second live process with the same id fences the first
+  /// (FENCED_INSTANCE_ID). Give each process of a group its own id.
+  std::string instance_id{};
+  /// at_least_once (default): the source commits offsets itself (commit_interval).
+  /// exactly_once: isolation.level=read_committed, the source commits nothing itself;
+  /// the linked transactional kafka_sink commits its offsets (docs/design.md
+  /// "Exactly-once"). A partition revoked while records read from it are not yet
+  /// committed ends the run with an error (the in-memory state that holds them cannot be
+  /// handed over): restart the process, it replays from the committed offsets.
+  processing_guarantee guarantee = processing_guarantee::at_least_once;
   /// Extra librdkafka properties, applied after rill's own (so they win): rill sets
   /// queued.min.messages=1000000 (a deeper prefetch: bench/RESULTS.md "kafka") and
   /// enable.auto.commit / enable.auto.offset.store = false (turning those on breaks the
@@ -229,6 +260,9 @@ struct message_view {
 };
 
 struct topic_table;
+struct txn_link;
+/// The exactly-once link of a source (null for at_least_once); see kafka_common.hpp.
+std::shared_ptr<txn_link> make_txn_link();
 /// Shared by the splits of one source (mutex inside): topic name <-> number table, and
 /// the group leave: no split closes its consumer (leaving the group, which revokes the
 /// others' partitions) before every split of the source made its final commit.
@@ -242,7 +276,8 @@ class split_core {
  public:
   split_core(const kafka_source_options& o, std::shared_ptr<topic_table> topics,
              std::shared_ptr<kafka_source_stats> stats,
-             std::function<void(const kafka_bad_message&)> on_bad, std::size_t index);
+             std::function<void(const kafka_bad_message&)> on_bad, std::size_t index,
+             std::shared_ptr<txn_link> link = nullptr);
   ~split_core();
   split_core(const split_core&) = delete;
   split_core& operator=(const split_core&) = delete;
@@ -314,6 +349,7 @@ class kafka_source {
     if constexpr (std::is_same_v<V, std::string>)
       if (!value_) value_ = kafka_detail::identity_deserialiser;
     if (!key_ || !value_) throw std::invalid_argument("kafka_source: deserialiser missing");
+    if (o_.guarantee == processing_guarantee::exactly_once) link_ = kafka_detail::make_txn_link();
   }
 
   /// Error side output for undecodable messages (called on the worker). Default: none
@@ -435,10 +471,12 @@ class kafka_source {
   };
 
   /// Creates split i's consumer and subscribes. On the thread calling runtime::run.
-  /// Throws std::runtime_error when no broker answers within start_timeout.
+  /// Throws std::runtime_error when no broker answers within start_timeout, and (for
+  /// exactly_once) std::invalid_argument when no kafka_sink was constructed with this
+  /// source.
   reader open(std::size_t i) const {
     reader r;
-    r.core_ = std::make_unique<kafka_detail::split_core>(o_, topics_, stats_, on_bad_, i);
+    r.core_ = std::make_unique<kafka_detail::split_core>(o_, topics_, stats_, on_bad_, i, link_);
     r.pause_after_ = o_.pause_after;
     r.idle_partition_ = o_.idle_partition_timeout;
     r.drain_ = o_.drain_timeout;
@@ -456,6 +494,9 @@ class kafka_source {
   std::function<event_time(const value_type&)> time_;
   std::shared_ptr<kafka_detail::topic_table> topics_;
   std::shared_ptr<kafka_source_stats> stats_;
+  std::shared_ptr<kafka_detail::txn_link> link_;  ///< exactly_once only
+  template <class T>
+  friend class kafka_sink;  // takes link_ (kafka_sink(options, source))
 };
 
 }  // namespace rill

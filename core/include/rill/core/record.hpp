@@ -76,6 +76,9 @@ class ack_group final : public ack_token {
     for (auto& p : parts_) p->fail();
   }
   std::size_t size() const noexcept { return parts_.size(); }
+  /// The tokens this group stands for (an exactly-once sink reads the input positions
+  /// an output depends on from them). Read-only; the group keeps them alive.
+  const std::vector<std::shared_ptr<ack_token>>& parts() const noexcept { return parts_; }
 
  private:
   std::vector<std::shared_ptr<ack_token>> parts_;

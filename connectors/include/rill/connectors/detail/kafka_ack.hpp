@@ -196,6 +196,9 @@ class offset_token final : public ack_token {
   explicit offset_token(ack_inbox::slot* s) noexcept : s_(s) {}
   /// Any thread (the last holder's release orders it before the slot's return).
   void fail() noexcept override { s_->failed.store(true, std::memory_order_relaxed); }
+  /// The input message this token acknowledges (partition id, offset, generation). Any
+  /// thread holding the token: the entry is written before the token exists.
+  const ack_entry& entry() const noexcept { return s_->entry; }
 
  private:
   ack_inbox::slot* s_;
