@@ -107,11 +107,11 @@ next_svc_kill=$(( 60 + RANDOM % 61 )); svc_up_at=0
 next_broker=$(( 120 + RANDOM % 61 ))
 next_kill=$(( 180 + RANDOM % 61 ))
 svc_kills=0; broker_restarts=0; kills=0; b_restarts_refused=0; a_died=""
-echo "t_s,A_rss_kb,B_rss_kb,service_rss_kb,broker_rss_kb" >"$out/rss.csv"
+echo "t_s,A_rss_kb,A_anon_kb,B_rss_kb,service_rss_kb,broker_rss_kb" >"$out/rss.csv"
 sample() {
   local bpid; bpid=$(cat "$RILL_KAFKA_DIR/pid" 2>/dev/null || echo 0)
   local s=0; [ "$svc_pid" -gt 0 ] && s=$(rss_kb "$svc_pid")
-  echo "$(now),$(rss_kb "$A"),$(rss_kb "$B"),$s,$(rss_kb "$bpid")" >>"$out/rss.csv"
+  echo "$(now),$(rss_kb "$A"),$(anon_kb "$A"),$(rss_kb "$B"),$s,$(rss_kb "$bpid")" >>"$out/rss.csv"
 }
 last_sample=-5; heap5=""
 while alive "$P"; do

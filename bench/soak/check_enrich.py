@@ -39,12 +39,16 @@ open(f'{out}/wrong.txt', 'w').write(''.join(w + '\n' for w in wrong))
 prod = json.load(open(f'{out}/producer.json')) if open(f'{out}/producer.json').read().strip() else {}
 
 rss = list(csv.DictReader(open(f'{out}/rss.csv')))
-def at(t):
+def at(t, col='A_rss_kb'):
     best = min(rss, key=lambda r: abs(int(r['t_s']) - t))
-    return int(best['A_rss_kb']), int(best['t_s'])
+    return int(best[col]), int(best['t_s'])
 a5, t5 = at(300)
 last = [r for r in rss if int(r['A_rss_kb']) > 0][-1]
 aend, tend = int(last['A_rss_kb']), int(last['t_s'])
+# RssAnon: the process's own memory, without the library pages its code faults in later.
+n5 = at(300, 'A_anon_kb')[0] if 'A_anon_kb' in rss[0] else 0
+nend = int(last.get('A_anon_kb') or 0)
+anon = f"{n5 / 1024:.1f} -> {nend / 1024:.1f} MiB ({(nend - n5) / n5 * 100:+.1f}%)" if n5 else "-"
 svc_peak = max(int(r['service_rss_kb']) for r in rss)
 
 # A's heap snapshots (soak_enrich.sh heap_stats): label -> (RSS kB, arena bytes, in use bytes)
@@ -79,9 +83,9 @@ for name in ('A', 'B', 'service', 'producer'):
     except FileNotFoundError:
         pass
 
-print(f"| duration | produced (acked, failed) | service SIGKILLs | broker restarts | SIGKILLs of B | input records checked | output rows | duplicates | wrong | missing | extra | A RSS at {t5} s -> end ({tend} s) | service peak RSS | A, B exit |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-print(f"| {dur} ({elapsed} s) | {prod.get('sent', '?')} ({prod.get('acked', '?')}, {prod.get('failed', '?')}) | {svc_kills} | {restarts} | {kills} (+{refused} refused starts) | {len(inputs)} | {rows} | {dups} | {len(wrong)} | {len(missing)} | {extra} | {a5 / 1024:.1f} -> {aend / 1024:.1f} MiB ({(aend - a5) / a5 * 100:+.1f}%) | {svc_peak / 1024:.1f} MiB | {a_st}, {b_st} |")
+print(f"| duration | produced (acked, failed) | service SIGKILLs | broker restarts | SIGKILLs of B | input records checked | output rows | duplicates | wrong | missing | extra | A RSS at {t5} s -> end ({tend} s) | A RssAnon | service peak RSS | A, B exit |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print(f"| {dur} ({elapsed} s) | {prod.get('sent', '?')} ({prod.get('acked', '?')}, {prod.get('failed', '?')}) | {svc_kills} | {restarts} | {kills} (+{refused} refused starts) | {len(inputs)} | {rows} | {dups} | {len(wrong)} | {len(missing)} | {extra} | {a5 / 1024:.1f} -> {aend / 1024:.1f} MiB ({(aend - a5) / a5 * 100:+.1f}%) | {anon} | {svc_peak / 1024:.1f} MiB | {a_st}, {b_st} |")
 print()
 if heap:
     print("A's heap (glibc malloc_stats through gdb):")
