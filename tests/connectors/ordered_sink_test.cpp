@@ -28,7 +28,9 @@ struct item {
   std::uint32_t seq;
 };
 struct by_origin {
-  bool operator()(const item& a, const item& b) const { return std::tie(a.worker, a.seq) < std::tie(b.worker, b.seq); }
+  bool operator()(const item& a, const item& b) const {
+    return std::tie(a.worker, a.seq) < std::tie(b.worker, b.seq);
+  }
 };
 struct written {
   rill::event_time t;
@@ -82,7 +84,8 @@ TEST(ordered_sink, concurrent_writers_lose_nothing_and_keep_the_order) {
       for (std::uint32_t i = 0; i < steps; ++i) {
         // Records at or after this worker's frontier (never older), sometimes none.
         for (std::uint32_t k = rng() % 3; k-- > 0;)
-          s.write(w, {item{w, sent[w]++}, at(std::chrono::nanoseconds{frontier + std::int64_t(rng() % 50)})});
+          s.write(w, {item{w, sent[w]++},
+                      at(std::chrono::nanoseconds{frontier + std::int64_t(rng() % 50)})});
         frontier += std::int64_t(rng() % 20);
         s.progress(w, at(std::chrono::nanoseconds{frontier}));
       }

@@ -30,12 +30,13 @@
 // frontier to +infinity.
 //
 // Memory: records wait here at most until the slowest worker's watermark passes them.
-// Thread safety: write/progress/end from any worker. write() and a progress() that
-// releases records take one mutex; a progress() that releases nothing takes none (a
+// Thread safety: write/progress/end from any worker. write() and a progress() that may
+// release records take one mutex; a progress() that cannot release any takes none (a
 // window stage reports progress after nearly every record, on every worker). Write is
 // called on the worker that released the records, in order, under a second mutex that
 // write() does not take: a worker emitting a window is not held up by another worker
-// writing the one before it (keep Write short all the same: a buffered stream).
+// writing the one before it, unless a third releaser holds the first mutex while it waits
+// for its turn to write (keep Write short all the same: a buffered stream).
 #pragma once
 
 #include <algorithm>
@@ -99,7 +100,8 @@ class ordered_sink {
     for (auto& [time, rows] : ready) {
       order.clear();
       for (auto& v : rows) order.push_back(&v);
-      std::sort(order.begin(), order.end(), [this](const T* a, const T* b) { return less_(*a, *b); });
+      std::sort(order.begin(), order.end(),
+                [this](const T* a, const T* b) { return less_(*a, *b); });
       for (T* v : order) {
         write_(time, *v);
         ++written_;

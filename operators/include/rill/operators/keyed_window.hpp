@@ -530,16 +530,17 @@ class keyed_window_aggregator {
   }
   // fold_in_time() of a record outside the cached slice: out of line, once per slice for
   // records in time order.
-  [[gnu::noinline]] void fold_other_slice(const K& key, std::size_t hash, const T& value, event_time t,
-                                          std::shared_ptr<ack_token>&& ack) {
+  [[gnu::noinline]] void fold_other_slice(const K& key, std::size_t hash, const T& value,
+                                          event_time t, std::shared_ptr<ack_token>&& ack) {
     fold_into(slice_index(t), key, hash, value, std::move(ack));
   }
 
   // A record behind W (late, allowed-late or in a window not yet fired): out of line,
   // the in-order path is fold_in_time.
   template <class OnResult, class LateThunk>
-  [[gnu::noinline]] void fold_aligned(const K& key, std::size_t hash, const T& value, event_time t, event_time w,
-                    std::shared_ptr<ack_token>&& ack, OnResult& on_result, LateThunk& late) {
+  [[gnu::noinline]] void fold_aligned(const K& key, std::size_t hash, const T& value, event_time t,
+                                      event_time w, std::shared_ptr<ack_token>&& ack,
+                                      OnResult& on_result, LateThunk& late) {
     // Every window ending at or before W that held a slice has fired; the ones that held
     // none are past as well (they must not fire for this record's new slice).
     fired_k_ = std::max(fired_k_, k_passed(w));
@@ -828,7 +829,8 @@ class keyed_window_aggregator {
     if constexpr (!detail::is_session<Assigner>) {
       if (tracker_.current() >= next_fire_) [[unlikely]] fire_aligned(on_result);
     } else {
-      if (!timers_.empty() && timers_.begin()->first <= tracker_.current()) [[unlikely]] fire_sessions(on_result);
+      if (!timers_.empty() && timers_.begin()->first <= tracker_.current()) [[unlikely]]
+        fire_sessions(on_result);
     }
   }
 
