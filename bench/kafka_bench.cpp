@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "kafka_bench_util.hpp"
 #include "rill/connectors/kafka_sink.hpp"
 #include "rill/connectors/kafka_source.hpp"
 #include "rill/operators/stream.hpp"
@@ -58,29 +59,8 @@ namespace {
 
 std::string brokers = "127.0.0.1:19092";
 
-void create_topic(const std::string& name, int partitions) {
-  char err[256];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(name.c_str(), partitions, 1, err, sizeof err);
-  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
-  rd_kafka_CreateTopics(rk, &nt, 1, nullptr, q);
-  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 30000);
-  if (!ev) throw std::runtime_error("create_topic " + name + ": timeout");
-  rd_kafka_event_destroy(ev);
-  rd_kafka_NewTopic_destroy(nt);
-  rd_kafka_queue_destroy(q);
-  rd_kafka_destroy(rk);
-  std::this_thread::sleep_for(1s);  // leaders elected (setup only, not timed)
-}
-
-std::string value_of(int i) {
-  std::string v(100, 'a' + char(i % 26));
-  std::snprintf(v.data(), 12, "%011d", i);
-  v[11] = 'x';
-  return v;
-}
+using rill_bench::value_of;
+void create_topic(const std::string& name, int partitions) { rill_bench::create_topic(brokers, name, partitions); }
 
 void produce_input(const std::string& topic, int n) {
   std::string err;

@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "kafka_bench_util.hpp"
 #include "rill/connectors/kafka_sink.hpp"
 #include "rill/connectors/kafka_source.hpp"
 #include "rill/operators/stream.hpp"
@@ -61,29 +62,8 @@ namespace {
 std::string brokers = "127.0.0.1:49092";
 int run_no = 0;
 
-void create_topic(const std::string& name, int partitions) {
-  char err[256];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(name.c_str(), partitions, 1, err, sizeof err);
-  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
-  rd_kafka_CreateTopics(rk, &nt, 1, nullptr, q);
-  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 30000);
-  if (!ev) throw std::runtime_error("create_topic " + name + ": timeout");
-  rd_kafka_event_destroy(ev);
-  rd_kafka_NewTopic_destroy(nt);
-  rd_kafka_queue_destroy(q);
-  rd_kafka_destroy(rk);
-  std::this_thread::sleep_for(1s);  // leaders elected (setup only, not timed)
-}
-
-std::string value_of(int i) {
-  std::string v(100, 'a' + char(i % 26));
-  std::snprintf(v.data(), 12, "%011d", i);
-  v[11] = 'x';
-  return v;
-}
+using rill_bench::value_of;
+void create_topic(const std::string& name, int partitions) { rill_bench::create_topic(brokers, name, partitions); }
 
 /// Writes records [0, n) to `topic`; with rate > 0 at that many records per second.
 void produce(const std::string& topic, int n, int rate) {
@@ -168,6 +148,15 @@ struct job_result {
   std::size_t samples = 0;
 };
 
+/// The p50 and p99 of `ms` (one sample per record read) into `res`.
+void set_latency(job_result& res, std::vector<long long> ms) {
+  std::sort(ms.begin(), ms.end());
+  res.samples = ms.size();
+  if (ms.empty()) return;
+  res.p50 = double(ms[ms.size() / 2]);
+  res.p99 = double(ms[std::min(ms.size() - 1, ms.size() * 99 / 100)]);
+}
+
 /// One run of the map job; `rate` = 0: throughput over a backlog of n, else latency.
 job_result run(bool eos, int n, int rate, int seconds) {
   const auto tag = std::to_string(::getpid()) + "-" + std::to_string(run_no++);
@@ -218,15 +207,7 @@ job_result run(bool eos, int n, int rate, int seconds) {
   rd.finish();
   res.seconds = std::chrono::duration<double>(rd.last_at - t0).count();
   res.ok = rd.seen.load() == std::uint64_t(n) && rd.sum.load() == want_sum;
-  if (rate > 0) {
-    auto l = rd.latencies_ms;
-    std::sort(l.begin(), l.end());
-    res.samples = l.size();
-    if (!l.empty()) {
-      res.p50 = double(l[l.size() / 2]);
-      res.p99 = double(l[std::min(l.size() - 1, l.size() * 99 / 100)]);
-    }
-  }
+  if (rate > 0) set_latency(res, rd.latencies_ms);
   return res;
 }
 
@@ -287,15 +268,7 @@ job_result run_ks(const std::string& cp, int n, int rate) {
   job_result res;
   res.seconds = std::chrono::duration<double>(rd.last_at - t0).count();
   res.ok = rd.seen.load() == std::uint64_t(n) && rd.sum.load() == want_sum_of(n);
-  if (rate > 0) {
-    auto l = rd.latencies_ms;
-    std::sort(l.begin(), l.end());
-    res.samples = l.size();
-    if (!l.empty()) {
-      res.p50 = double(l[l.size() / 2]);
-      res.p99 = double(l[std::min(l.size() - 1, l.size() * 99 / 100)]);
-    }
-  }
+  if (rate > 0) set_latency(res, rd.latencies_ms);
   return res;
 }
 
