@@ -125,6 +125,21 @@ TEST(KafkaCrash, SigkillWithOpenWindowsBehindKeyByLosesNothing) {
   EXPECT_EQ(got.size(), std::size_t(n + dup + ends));
 }
 
+/// SIGKILLs the child processes still running when a test ends: a failed ASSERT returns
+/// early, and ctest waits for every process that holds the test's output open.
+struct reap_children {
+  std::vector<pid_t> pids;
+  ~reap_children() {
+    for (pid_t p : pids) {
+      int st = 0;
+      if (p > 0 && ::waitpid(p, &st, WNOHANG) == 0) {  // 0: still running (-1: already reaped)
+        ::kill(p, SIGKILL);
+        ::waitpid(p, &st, 0);
+      }
+    }
+  }
+};
+
 // Scale-out: two pipeline processes (2 splits each) in one group share a 4-partition
 // topic; SIGKILL one mid-run: after its session times out (6 s) the survivor is assigned
 // its partitions, resumes from their committed offsets, and nothing is lost.
@@ -144,6 +159,7 @@ TEST(KafkaCrash, ScaleOutKillOneOfTwoProcessesLosesNothing) {
   // a CI run saw every output written before the kill).
   const std::vector<std::string> cmd{RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "2000"};
   pid_t a = spawn(cmd), b = spawn(cmd);
+  const reap_children reaper{{a, b}};
   ASSERT_GT(a, 0);
   ASSERT_GT(b, 0);
   ASSERT_TRUE(kt::wait_for([&] { return kt::end_offsets(out, 4) >= 4000; }, 60s));
