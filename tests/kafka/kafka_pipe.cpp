@@ -68,12 +68,16 @@ int main(int argc, char** argv) {
     if (slow.count()) std::this_thread::sleep_for(slow);  // simulated work
     return std::move(r);
   };
+  // The keyed modes: a record's value is its event time in ms; "end" is an hour on.
+  auto value_is_event_time = [&] {
+    src.event_time_from([](const rec& r) {
+      return rill::event_time{r.value == "end" ? std::chrono::milliseconds{3600000}
+                                               : std::chrono::milliseconds{std::stoll(r.value)}};
+    });
+  };
   rill::job job = [&] {
     if (mode == "count") {
-      src.event_time_from([](const rec& r) {
-        return rill::event_time{r.value == "end" ? std::chrono::milliseconds{3600000}
-                                                 : std::chrono::milliseconds{std::stoll(r.value)}};
-      });
+      value_is_event_time();
       return rill::from(std::move(src))
           .map(work)
           .key_by([](const rec& r) { return r.key; })
@@ -91,10 +95,7 @@ int main(int argc, char** argv) {
           .sink(sink);
     }
     if (mode == "window") {
-      src.event_time_from([](const rec& r) {
-        return rill::event_time{r.value == "end" ? std::chrono::milliseconds{3600000}
-                                                 : std::chrono::milliseconds{std::stoll(r.value)}};
-      });
+      value_is_event_time();
       return rill::from(std::move(src))
           .map(work)
           .key_by([](const rec& r) { return r.key; })
