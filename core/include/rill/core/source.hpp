@@ -38,7 +38,7 @@
 //       After end of input: once the chain accepted the end, wait until settled() (every
 //       emitted record acknowledged downstream) or drain_timeout passed, then close()
 //       (e.g. Kafka's final synchronous offset commit). The run ends after every such
-//       close (each counts as one more sink the run waits for).
+//       close; the wait for settled() also ends when every sink has ended.
 //
 // Example (compiled by tests/banner_examples.py):
 //   #include <rill/operators/stream.hpp>
@@ -126,9 +126,9 @@ template <class Reader, class T>
 class source_driver : public std::enable_shared_from_this<source_driver<Reader, T>> {
  public:
   /// `on_closed` (draining_reader only; may be empty): called once on the worker when the
-  /// reader was closed after its drain. The DSL passes the run's sink_done, so that a run
-  /// ends only after every draining reader's final commit (a transactional sink commits
-  /// it: the sink must still be there).
+  /// reader was closed after its drain. The DSL passes the run's drain_done, so that a
+  /// run ends only after every draining reader's final commit (a transactional sink
+  /// commits it: the sink must still be there).
   source_driver(Reader reader, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
                 stage_counters& counters, std::size_t slice = 256, const std::string* name = nullptr,
                 std::function<void()> on_closed = {})
@@ -229,14 +229,15 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
     drain();
   }
   /// After the end: push buffers on; then (draining_reader) wait until every emitted
-  /// record is acknowledged downstream, both bounded by drain_timeout, close, and call
-  /// on_closed. The run waits for that call (it counts as a sink), so the close happens
-  /// while every stage is still there; only a run ended by an error leaves the close to
-  /// the reader's destructor.
+  /// record is acknowledged downstream, both bounded by drain_timeout and by the end of
+  /// every sink (after it nothing is acknowledged: a sink gives up on what it could not
+  /// deliver within its flush timeout), close, and call on_closed. The run waits for that
+  /// call, so the close happens while every stage is still there; only a run ended by an
+  /// error leaves the close to the reader's destructor.
   void drain() {
     if (closed_) return;
     if constexpr (draining_reader<Reader>) {
-      const bool patient = clock::now() < drain_until_;
+      const bool patient = clock::now() < drain_until_ && !rt_.sinks_finished();
       if (!head_->on_flush() && patient) return later(std::chrono::microseconds{200});
       if (!reader_.settled() && patient) return later(std::chrono::milliseconds{1});
       reader_.close();
