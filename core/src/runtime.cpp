@@ -99,6 +99,7 @@ build_context job_builder::context(std::size_t worker_id, std::size_t inputs) {
     tickers_[worker_id].push_back(std::move(f));
   };
   c.sink_done = [r = &rt_] { r->sink_finished(); };
+  c.drain_done = [r = &rt_] { r->drain_finished(); };
   return c;
 }
 
@@ -281,15 +282,21 @@ void runtime::report_error(std::string message) {
   errors_.push_back(std::move(message));
 }
 
+// Sequentially consistent: when the last sink and the last drain end at once on two
+// threads, at least one of them sees the other's 0 (finish() is idempotent).
 void runtime::sink_finished() {
-  if (sinks_left_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    std::function<void()> f;
-    {
-      std::lock_guard lk(mu_);
-      f = on_all_done_;
-    }
-    if (f) f();
+  if (sinks_left_.fetch_sub(1) == 1 && drains_left_.load() == 0) maybe_all_done();
+}
+void runtime::drain_finished() {
+  if (drains_left_.fetch_sub(1) == 1 && sinks_left_.load() == 0) maybe_all_done();
+}
+void runtime::maybe_all_done() {
+  std::function<void()> f;
+  {
+    std::lock_guard lk(mu_);
+    f = on_all_done_;
   }
+  if (f) f();
 }
 
 run_report runtime::run(const job& j, const run_options& o) {
@@ -323,6 +330,7 @@ run_report runtime::run(const job& j, const run_options& o) {
     done_cv.notify_all();
   };
   sinks_left_.store(b.sinks_);
+  drains_left_.store(b.drains_);
   {
     std::lock_guard lk(mu_);
     on_all_done_ = finish;

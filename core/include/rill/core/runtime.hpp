@@ -149,6 +149,9 @@ class job_builder {
   void add_finalizer(std::function<void()> fn) { finalizers_.push_back(std::move(fn)); }
   /// One more sink instance the run waits for.
   void expect_sink() noexcept { ++sinks_; }
+  /// One more draining source split (core/source.hpp, draining_reader) whose close, its
+  /// final commit, the run waits for; the split calls build_context::drain_done.
+  void expect_drain() noexcept { ++drains_; }
 
  private:
   friend class runtime;
@@ -158,7 +161,7 @@ class job_builder {
   std::vector<std::pair<std::size_t, std::function<void()>>> starts_;
   std::vector<std::function<void()>> finalizers_;
   std::vector<std::vector<std::function<void(steady_time)>>> tickers_;
-  std::size_t sinks_ = 0;
+  std::size_t sinks_ = 0, drains_ = 0;
 };
 
 /// A complete pipeline. Made by the DSL (`stream<T>::sink`); reusable: each run()
@@ -194,6 +197,9 @@ class runtime {
   /// progress the request is kept for the next run(). Any thread, signal handlers too.
   void request_stop() noexcept;
   bool stop_requested() const noexcept { return stop_.load(std::memory_order_acquire); }
+  /// Whether every sink instance of the current run has seen the end of all its inputs
+  /// (nothing downstream acknowledges a record after that). Any thread.
+  bool sinks_finished() const noexcept { return sinks_left_.load() == 0; }
   /// A source read error, recorded into the report. Any thread.
   void report_error(std::string message);
 
@@ -211,6 +217,8 @@ class runtime {
   struct control;
   struct scrape_state;
   void sink_finished();
+  void drain_finished();
+  void maybe_all_done();
   control& control_loop();
   std::unique_ptr<worker> make_worker(std::size_t i) const;
 
@@ -219,7 +227,8 @@ class runtime {
   std::vector<topology::placement> placement_;
   std::vector<std::unique_ptr<worker>> workers_;
   std::atomic<bool> stop_{false};
-  std::atomic<std::size_t> sinks_left_{0};
+  /// The run ends when both are 0: every sink ended, every draining source split closed.
+  std::atomic<std::size_t> sinks_left_{0}, drains_left_{0};
   std::mutex mu_;
   std::vector<std::string> errors_;
   std::function<void()> on_all_done_;

@@ -37,7 +37,8 @@
 //   draining_reader     bool settled(); void close(); std::chrono::nanoseconds drain_timeout() const;
 //       After end of input: once the chain accepted the end, wait until settled() (every
 //       emitted record acknowledged downstream) or drain_timeout passed, then close()
-//       (e.g. Kafka's final synchronous offset commit).
+//       (e.g. Kafka's final synchronous offset commit). The run ends after every such
+//       close; the wait for settled() also ends when every sink has ended.
 //
 // Example (compiled by tests/banner_examples.py):
 //   #include <rill/operators/stream.hpp>
@@ -61,6 +62,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -123,10 +125,15 @@ concept draining_reader = requires(R& r, const R& cr) {
 template <class Reader, class T>
 class source_driver : public std::enable_shared_from_this<source_driver<Reader, T>> {
  public:
+  /// `on_closed` (draining_reader only; may be empty): called once on the worker when the
+  /// reader was closed after its drain. The DSL passes the run's drain_done, so that a
+  /// run ends only after every draining reader's final commit (a transactional sink
+  /// commits it: the sink must still be there).
   source_driver(Reader reader, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
-                stage_counters& counters, std::size_t slice = 256, const std::string* name = nullptr)
+                stage_counters& counters, std::size_t slice = 256, const std::string* name = nullptr,
+                std::function<void()> on_closed = {})
       : reader_(std::move(reader)), head_(head), input_(input), rt_(rt), w_(w),
-        counters_(counters), timer_(w.context()), slice_(slice), name_(name) {
+        counters_(counters), timer_(w.context()), slice_(slice), name_(name), on_closed_(std::move(on_closed)) {
     if constexpr (partitioned_reader<Reader>) partitions_.emplace(reader_.partition_idle_timeout());
   }
 
@@ -221,17 +228,25 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
     head_->on_end(input_);
     drain();
   }
-  /// After the end: push buffers on; then (draining_reader) wait, bounded, until every
-  /// emitted record is acknowledged downstream, and close. If the run ends first, the
-  /// reader's destructor is responsible for closing.
+  /// After the end: push buffers on; then (draining_reader) wait until every emitted
+  /// record is acknowledged downstream, both bounded by drain_timeout and by the end of
+  /// every sink (after it nothing is acknowledged: a sink gives up on what it could not
+  /// deliver within its flush timeout), close, and call on_closed. The run waits for that
+  /// call, so the close happens while every stage is still there; only a run ended by an
+  /// error leaves the close to the reader's destructor.
   void drain() {
     if (closed_) return;
-    if (!head_->on_flush()) return later(std::chrono::microseconds{200});
     if constexpr (draining_reader<Reader>) {
-      if (!reader_.settled() && clock::now() < drain_until_) return later(std::chrono::milliseconds{1});
+      const bool patient = clock::now() < drain_until_ && !rt_.sinks_finished();
+      if (!head_->on_flush() && patient) return later(std::chrono::microseconds{200});
+      if (!reader_.settled() && patient) return later(std::chrono::milliseconds{1});
       reader_.close();
+      closed_ = true;
+      if (on_closed_) on_closed_();
+    } else {
+      if (!head_->on_flush()) return later(std::chrono::microseconds{200});
+      closed_ = true;
     }
-    closed_ = true;
   }
   void later(std::chrono::nanoseconds d) {
     timer_.expires_after(d);
@@ -249,6 +264,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   boost::asio::steady_timer timer_;
   std::size_t slice_;
   const std::string* name_;  ///< the source stage's name (job_metrics), for the stall detector
+  std::function<void()> on_closed_;
   event_time largest_ = event_time_min, sent_ = event_time_min;
   std::optional<partition_progress> partitions_;  ///< partitioned_reader only
   std::vector<std::int32_t> held_;

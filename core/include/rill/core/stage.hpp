@@ -252,6 +252,8 @@ struct build_context {
   std::function<void(std::function<void(steady_time)>)> add_ticker;
   /// Called once by a sink instance when every input ended.
   std::function<void()> sink_done;
+  /// Called once by a draining source split when it closed (job_builder::expect_drain).
+  std::function<void()> drain_done;
 
   template <class S, class... A>
   S* make(A&&... a) const {

@@ -700,9 +700,15 @@ stream<typename S::value_type> from(S src, std::string name = "source") {
       auto* head = down(ctx);
       for (std::size_t li = 0; li < mine.size(); ++li) {
         using R = decltype(shared->open(std::size_t{}));
+        // A draining reader's close (its final commit) is awaited by the run.
+        std::function<void()> on_closed;
+        if constexpr (draining_reader<R>) {
+          b.expect_drain();
+          on_closed = ctx.drain_done;
+        }
         auto d = std::make_shared<source_driver<R, T>>(shared->open(mine[li]), head, li, b.rt(),
                                                       *ctx.w, ctx.metrics->at(idx, w), 256,
-                                                      &b.metrics().name(idx));
+                                                      &b.metrics().name(idx), std::move(on_closed));
         b.on_start(w, [d] { d->start(); });
       }
     }
