@@ -2,12 +2,9 @@
 // on one thread: worker 0 produces, worker 1 consumes, each drain called directly.
 //
 //   push(from 0, to 1) --batches--> inbox of worker 1 (bounded) --drain(1)--> counting stage
-//        ^                                  |
-//        +---- notify (bind_producer) <-----+  once a refusing inbox is drained to half
 //
-// Checks: a producer that a full inbox refused is woken exactly once, when its consumer
-// has drained that inbox to half, and not before; drained batch buffers go back to the
-// producer, so a steady stream of batches allocates nothing per batch.
+// Checks: drained batch buffers go back to the producer, so a steady stream of batches
+// allocates nothing per batch.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -58,45 +55,6 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-
-TEST(exchange, refused_producer_is_woken_once_the_inbox_is_drained_to_half) {
-  collect down;
-  two_workers w{/*batch_records=*/1, /*inbox_batches=*/4, down};
-  int wakes = 0;
-  w.ex.bind_producer(0, [&wakes] { ++wakes; });
-
-  for (int i = 0; i < 4; ++i) w.ex.push(0, 1, record_of(i));  // one batch each: the inbox is full
-  EXPECT_TRUE(w.ex.flush(0));
-  w.ex.push(0, 1, record_of(4));  // refused: stays pending
-  EXPECT_FALSE(w.ex.flush(0));
-  EXPECT_FALSE(w.ex.ready(0));
-  EXPECT_EQ(wakes, 0);
-
-  w.ex.drain(1, 1);  // 3 batches left: more than half
-  EXPECT_EQ(wakes, 0);
-  w.ex.drain(1, 1);  // 2 left: half, the producer is woken
-  EXPECT_EQ(wakes, 1);
-  w.ex.drain(1);  // the rest: no second wake-up for the same refusal
-  EXPECT_EQ(wakes, 1);
-  EXPECT_EQ(down.values, (std::vector<int>{0, 1, 2, 3}));
-
-  EXPECT_TRUE(w.ex.flush(0));  // the refused batch goes now
-  EXPECT_TRUE(w.ex.ready(0));
-  w.ex.drain(1);
-  EXPECT_EQ(down.values, (std::vector<int>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(wakes, 1);  // never refused again: never woken again
-}
-
-TEST(exchange, unbound_producer_is_not_woken) {
-  collect down;
-  two_workers w{1, 2, down};
-  for (int i = 0; i < 3; ++i) w.ex.push(0, 1, record_of(i));
-  EXPECT_FALSE(w.ex.flush(0));
-  w.ex.drain(1);  // no notify bound for worker 0: nothing to call
-  EXPECT_TRUE(w.ex.flush(0));
-  w.ex.drain(1);
-  EXPECT_EQ(down.values, (std::vector<int>{0, 1, 2}));
-}
 
 TEST(exchange, drained_batch_buffers_are_reused_by_the_producer) {
   collect down;

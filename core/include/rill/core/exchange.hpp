@@ -23,10 +23,7 @@
 // records. When a destination's inbox is full, flush() returns false and keeps the batch;
 // the source on that worker stops reading and retries on a timer (no thread blocks), while
 // the worker keeps draining its own inbox — so two workers full towards each other still
-// make progress. A producer that a full inbox refused is woken as soon as that inbox's
-// consumer has drained it to half (bind_producer: worker::notify_room on the producer's
-// worker), so a blocked source resumes on an event and does not poll the inbox on a
-// timer; its timer stays as the fallback for what is not an exchange. Within one operator call, ready(from) is false from the moment a full
+// make progress. Within one operator call, ready(from) is false from the moment a full
 // batch could not be sent until it is: an emitter that can stop (flat_map) stops there,
 // so a pending batch holds at most batch_records plus what callers that cannot stop push
 // (docs/design.md "Bounded emission"). A drain stops before the next batch while its
@@ -106,8 +103,7 @@ class exchange {
   using batch = std::vector<envelope<T>>;
 
   exchange(std::size_t workers, std::size_t batch_records, std::size_t inbox_batches)
-      : workers_(workers), batch_records_(batch_records), room_batches_(inbox_batches / 2),
-        out_(workers), in_(workers), notify_room_(workers) {
+      : workers_(workers), batch_records_(batch_records), out_(workers), in_(workers) {
     for (auto& o : out_) {
       o.pending.resize(workers);
       o.full.assign(workers, 0);
@@ -115,7 +111,6 @@ class exchange {
     for (auto& i : in_) {
       i.inbox = std::make_unique<bounded_inbox<batch>>(inbox_batches);
       i.spares = std::make_unique<bounded_inbox<batch>>(inbox_batches);
-      i.wants_room = std::make_unique<std::atomic<bool>[]>(workers);
     }
   }
 
@@ -132,11 +127,6 @@ class exchange {
     c.down = downstream;
     c.last_frontier.assign(inputs, event_time_min);
   }
-
-  /// Producer wiring (build time): `notify` wakes producer worker `from` (its
-  /// worker::notify_room) after an inbox that refused one of its batches was drained to
-  /// half. Runs on the consumer's thread, at most once per refusal. Unbound: no wake-up.
-  void bind_producer(std::size_t from, std::function<void()> notify) { notify_room_[from] = std::move(notify); }
 
   /// Producer side: queue one envelope for worker `to`. Sends the batch when it is full;
   /// a failed send stays pending (see flush()). `to == from`: delivered to the consumer
@@ -205,8 +195,6 @@ class exchange {
         c.sleeping.exchange(false, std::memory_order_acq_rel);
         continue;
       }
-      if (c.any_wants_room.load(std::memory_order_relaxed) && c.inbox->was_size() <= room_batches_)
-        wake_producers(c);
       for (auto& e : b) deliver(c, std::move(e));
       b.clear();
       c.spares->try_push(std::move(b));  // full: b keeps its buffer, freed by the next pop
@@ -245,21 +233,7 @@ class exchange {
     // and wakes it. Read-modify-writes rather than std::atomic_thread_fence, which
     // ThreadSanitizer does not model.
     std::atomic<bool> sleeping{true};
-    // Per producer: refused by this inbox, waits for notify_room_. `any_wants_room` is
-    // set after the producer's own flag, so a consumer that takes it sees that flag.
-    std::unique_ptr<std::atomic<bool>[]> wants_room;
-    std::atomic<bool> any_wants_room{false};
   };
-
-  /// Consumer side: wakes every producer this inbox refused (see bind_producer).
-  void wake_producers(consumer& c) {
-    if (!c.any_wants_room.exchange(false, std::memory_order_acq_rel)) return;
-    for (std::size_t p = 0; p < workers_; ++p) {
-      if (c.wants_room[p].load(std::memory_order_relaxed) &&
-          c.wants_room[p].exchange(false, std::memory_order_acq_rel))
-        notify_room_[p]();
-    }
-  }
 
   bool send(std::size_t from, std::size_t to) {
     auto& p = out_[from];
@@ -269,10 +243,6 @@ class exchange {
       if (b.size() >= batch_records_ && !p.full[to]) {
         p.full[to] = 1;
         ++p.stuck;
-      }
-      if (notify_room_[from]) {
-        c.wants_room[from].store(true, std::memory_order_release);
-        c.any_wants_room.store(true, std::memory_order_release);
       }
       return false;
     }
@@ -302,10 +272,8 @@ class exchange {
   }
 
   std::size_t workers_, batch_records_;
-  std::size_t room_batches_;  // a refused producer is woken at this inbox depth or less
   std::vector<producer> out_;
   std::vector<consumer> in_;
-  std::vector<std::function<void()>> notify_room_;  // per producer; set at build time
 };
 
 }  // namespace rill::detail

@@ -47,17 +47,13 @@
 // Split i runs on worker (i mod workers). Each split is one logical input downstream: its
 // frontier (largest event time read so far, or the partition_progress of a partitioned
 // reader) is sent as progress after every slice. Backpressure: before each slice the
-// driver flushes the chain; if a bounded queue is full it reads nothing until the queue's
-// consumer wakes it (worker::notify_room: key_by's exchange does, once it has drained the
-// inbox to half) or its timer fires, whichever comes first. The timer starts at 200 µs
-// and doubles on every refused retry up to 3.2 ms, so a source held up by a slow or
-// descheduled peer worker does not burn CPU polling a full queue. A stop request (runtime::request_stop) ends the input even
+// driver flushes the chain; if a bounded queue is full it retries on a timer (200 µs)
+// and reads nothing meanwhile. A stop request (runtime::request_stop) ends the input even
 // while downstream is full, so a sink that cannot deliver does not hold the stop.
 //
 // Thread safety: a driver and its reader live on one worker.
 #pragma once
 
-#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -148,7 +144,6 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
     const auto now = clock::now();
     if (blocked_) {
       blocked_ = false;
-      retry_ = first_retry;
       auto& bp = w_.stats().backpressured_ns;
       bp.store(bp.load(std::memory_order_relaxed) + std::uint64_t((now - blocked_since_).count()),
                std::memory_order_relaxed);
@@ -208,18 +203,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
       blocked_since_ = now;
     }
     if constexpr (backpressure_aware_reader<Reader>) reader_.on_backpressure(now - blocked_since_);
-    if (!room_waiter_) {  // at most one waiter of this driver in the worker's list
-      room_waiter_ = true;
-      w_.on_room([self = this->shared_from_this()] {
-        self->room_waiter_ = false;
-        if (!self->blocked_ || self->ended_) return;
-        ++self->wait_id_;  // the pending retry, even one already queued, does nothing
-        self->timer_.cancel();
-        self->step();
-      });
-    }
-    later(retry_);
-    retry_ = std::min<std::chrono::nanoseconds>(retry_ * 2, last_retry);
+    later(std::chrono::microseconds{200});
   }
   void sync_partitions(clock::time_point now) {
     if constexpr (partitioned_reader<Reader>) {
@@ -251,13 +235,11 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   }
   void later(std::chrono::nanoseconds d) {
     timer_.expires_after(d);
-    timer_.async_wait([self = this->shared_from_this(), id = ++wait_id_](const boost::system::error_code& ec) {
-      if (!ec && id == self->wait_id_) self->step();
+    timer_.async_wait([self = this->shared_from_this()](const boost::system::error_code& ec) {
+      if (!ec) self->step();
     });
   }
 
-  static constexpr std::chrono::nanoseconds first_retry = std::chrono::microseconds{200};
-  static constexpr std::chrono::nanoseconds last_retry = std::chrono::microseconds{3200};
   Reader reader_;
   stage_in<T>* head_;
   std::size_t input_;
@@ -272,10 +254,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   std::vector<std::int32_t> held_;
   std::uint64_t version_ = ~std::uint64_t{0};
   clock::time_point blocked_since_{}, drain_until_{};
-  std::chrono::nanoseconds retry_ = first_retry;  ///< the next backpressure retry's delay
-  std::uint64_t wait_id_ = 0;  ///< the timer wait that may still step (later(), on_room)
   bool blocked_ = false, ended_ = false, closed_ = false;
-  bool room_waiter_ = false;  ///< a worker::on_room waiter of this driver is registered
 };
 
 /// In-memory source: `splits` vectors of records, each a split (an input). The records

@@ -123,23 +123,6 @@ class worker {
   /// one line on stderr ("rill: stall: worker W ran operator 'OP' for S s in one loop turn
   /// (threshold T ms)"). The worker's thread only.
   void end_turn(std::int64_t start_ns) noexcept;
-  /// Backpressure wake-up (docs/design.md "Bounded emission"). A stage of this worker
-  /// that a full bounded queue refused (a source whose flush failed) registers `fn`;
-  /// the queue's consumer calls notify_room() once it has taken enough to make room,
-  /// which runs every function registered by then on this worker's loop, once each, in
-  /// registration order. A waiter keeps a timer of its own as well: the wake-up saves
-  /// polling but is not a promise (only key_by's exchange sends one). on_room: this
-  /// worker's thread only.
-  void on_room(std::function<void()> fn) { room_waiters_.push_back(std::move(fn)); }
-  /// Any thread. Posts one loop turn that runs the waiters registered by then; a loop
-  /// that has stopped drops it.
-  void notify_room() {
-    boost::asio::post(ctx_, [this] {
-      auto waiters = std::move(room_waiters_);
-      room_waiters_.clear();
-      for (auto& fn : waiters) fn();
-    });
-  }
 
  private:
   std::size_t id_, node_;
@@ -155,7 +138,6 @@ class worker {
   bool timed_ = false;
   std::chrono::nanoseconds stall_threshold_{0};
   std::vector<stall_event> stall_events_;  // under mu_
-  std::vector<std::function<void()>> room_waiters_;  // this worker's thread only
 };
 
 /// Times one loop turn of `w` (RAII): the outermost scope on the thread counts, nested

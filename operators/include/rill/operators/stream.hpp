@@ -559,7 +559,6 @@ class stream {
       prev(b, [key, hash, ex, producers, n](build_context& ctx) -> stage_in<T>* {
         auto* s = ctx.make<detail::key_by_stage<T, KeyFn, Hash>>(key, hash, ex, ctx.worker_id, n, ctx.inputs);
         producers->push_back(s);
-        ex->bind_producer(ctx.worker_id, [w = ctx.w] { w->notify_room(); });
         return s;
       });
     });
