@@ -40,6 +40,16 @@
 // Each destination's inbox is one rill::mpmc_ring of batches (the per-node rings of
 // rill::numa_ring are for work that any worker of a node may take: see rebalance.hpp).
 //
+// Batch buffers circulate: a drained batch, emptied but with its capacity, goes back to
+// its destination's ring of spares, and a producer that sent a batch takes its next
+// buffer from there. No batch buffer is freed on the consumer's thread after the first
+// round trip, and none is allocated per batch: a 256-record batch is tens of KiB, and
+// glibc's free() of a chunk that large from a thread other than its allocator's takes
+// the allocating arena's lock and consolidates that arena's fastbins, once per batch
+// (bench/RESULTS.md "NEXMark with 2 workers"). Buffers alive per destination: at most the batches in
+// flight at once (inbox plus one pending per producer), kept until the exchange is
+// destroyed.
+//
 // Thread safety: push()/flush() on producer worker `from` only; drain() on consumer worker
 // `to` only; wake-ups are posted to the consumer's io_context.
 #pragma once
@@ -98,7 +108,10 @@ class exchange {
       o.pending.resize(workers);
       o.full.assign(workers, 0);
     }
-    for (auto& i : in_) i.inbox = std::make_unique<bounded_inbox<batch>>(inbox_batches);
+    for (auto& i : in_) {
+      i.inbox = std::make_unique<bounded_inbox<batch>>(inbox_batches);
+      i.spares = std::make_unique<bounded_inbox<batch>>(inbox_batches);
+    }
   }
 
   /// Consumer wiring (build time): how to wake worker `to` (post to its loop), the
@@ -184,6 +197,7 @@ class exchange {
       }
       for (auto& e : b) deliver(c, std::move(e));
       b.clear();
+      c.spares->try_push(std::move(b));  // full: b keeps its buffer, freed by the next pop
       c.down->on_flush();
     }
     return drained::more;
@@ -206,6 +220,9 @@ class exchange {
   }
   struct alignas(64) consumer {
     std::unique_ptr<bounded_inbox<batch>> inbox;
+    // Emptied batches with their capacity: pushed by this consumer's drain, popped by
+    // the producers that send to it (see the banner).
+    std::unique_ptr<bounded_inbox<batch>> spares;
     std::function<void(std::function<void()>)> post, retry;
     stage_in<T>* down = nullptr;
     std::vector<event_time> last_frontier;
@@ -233,8 +250,10 @@ class exchange {
       p.full[to] = 0;
       --p.stuck;
     }
-    b = batch{};
-    b.reserve(batch_records_);
+    if (!c.spares->try_pop(b)) {
+      b = batch{};
+      b.reserve(batch_records_);
+    }
     if (c.sleeping.exchange(false, std::memory_order_acq_rel)) wake(to);
     return true;
   }
