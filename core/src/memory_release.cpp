@@ -5,13 +5,15 @@
 
 #include <cstdio>
 
+#include "rill/core/sanitizers.hpp"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 // AddressSanitizer and ThreadSanitizer replace malloc: glibc's counters would describe an
 // allocator the program does not use.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if RILL_ASAN || RILL_TSAN
 #define RILL_GLIBC_MALLOC 0
 #elif defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
 #define RILL_GLIBC_MALLOC 1

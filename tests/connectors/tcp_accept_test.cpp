@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "rill/connectors/tcp_endpoint.hpp"
+#include "rill/core/sanitizers.hpp"
 
 namespace {
 
@@ -105,7 +106,7 @@ void echo(std::shared_ptr<tcp::socket> s, std::shared_ptr<char> c = std::make_sh
 }
 
 TEST(tcp_accept, c25_emfile_is_retried_with_a_delay_and_accepting_resumes) {
-#if defined(__SANITIZE_ADDRESS__)
+#if RILL_ASAN
   // UBSan's vptr check probes an object's memory through a pipe; with every descriptor
   // taken that fails, and each virtual call on an error category (Boost's and ours) is
   // reported as a call on a bad object. The normal build runs this test.

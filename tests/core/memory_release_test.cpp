@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <rill/core/memory_release.hpp>
+#include <rill/core/sanitizers.hpp>
 #include <rill/rill.hpp>
 
 using namespace std::chrono_literals;
@@ -47,7 +48,7 @@ void free_all(std::vector<void*>& v) {
 }
 
 bool sanitized() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if RILL_ASAN || RILL_TSAN
   return true;
 #else
   return !rill::read_heap_usage().supported;

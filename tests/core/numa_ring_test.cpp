@@ -11,6 +11,7 @@
 // and have no close(); blocking waits belong to the event loop (docs/design.md "NumaRing"),
 // so C11 lives with the runtime's tests.
 #include "rill/core/numa_ring.hpp"
+#include "rill/core/sanitizers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -25,7 +26,7 @@
 
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
+#if RILL_TSAN
 constexpr std::uint64_t default_divisor = 100;
 #else
 constexpr std::uint64_t default_divisor = 1;

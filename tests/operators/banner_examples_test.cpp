@@ -211,7 +211,6 @@ TEST(banner_examples, join_hpp_bids_with_their_auction) {
 // <rill/operators/join_state.hpp>: "a" at 10 s and "b" at 11 s, bounds [-1 s, +1 s]:
 // 11 is in [9, 11], one pair "ab".
 struct pairs_out {
-  static constexpr bool outer = false;
   std::vector<std::string> got;
   void pair(const int&, const std::string& a, const std::string& b, rill::event_time,
             std::shared_ptr<rill::ack_token>&&) {

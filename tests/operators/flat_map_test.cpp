@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <ranges>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -51,6 +50,27 @@ struct tally {
   }
 };
 
+/// The values [first, last), computed as they are read: a range of N outputs that holds
+/// none of them, as std::views::iota(first, last) is (which clang 14 cannot compile with
+/// libstdc++ 12: GCC bug 102807).
+struct counting_range {
+  struct iterator {
+    using value_type = std::uint64_t;
+    using difference_type = std::int64_t;
+    std::uint64_t v;
+    std::uint64_t operator*() const { return v; }
+    iterator& operator++() {
+      ++v;
+      return *this;
+    }
+    iterator operator++(int) { return {v++}; }
+    bool operator==(const iterator&) const = default;
+  };
+  std::uint64_t first, last;
+  iterator begin() const { return {first}; }
+  iterator end() const { return {last}; }
+};
+
 enum class form { range, emit };
 
 struct emission_case {
@@ -74,7 +94,7 @@ void run_case(const emission_case& c) {
   auto by_key = [key](const std::uint64_t&) { return key; };
   rill::job j = c.f == form::range
                     ? std::move(src)
-                          .flat_map([n](std::uint64_t i) { return std::views::iota(i * n, i * n + n); })
+                          .flat_map([n](std::uint64_t i) { return counting_range{i * n, i * n + n}; })
                           .key_by(by_key)
                           .sink(sink)
                     : std::move(src)
@@ -132,7 +152,7 @@ void run_rebalanced(std::size_t workers) {
   const int key = key_owned_by(workers - 1, workers);
   rill::runtime rt{{.workers = workers, .topology = workers == 1 ? "1 node x 1 core" : "1 node x 2 cores"}};
   auto j = rill::from(rill::vector_source<std::uint64_t>{in})
-               .flat_map([n](std::uint64_t i) { return std::views::iota(i * n, i * n + n); })
+               .flat_map([n](std::uint64_t i) { return counting_range{i * n, i * n + n}; })
                .rebalance()
                .key_by([key](const std::uint64_t&) { return key; })
                .sink([t](std::uint64_t v) { t->add(v); });

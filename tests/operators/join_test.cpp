@@ -673,7 +673,6 @@ INSTANTIATE_TEST_SUITE_P(workers, join_runtime, ::testing::Values(std::size_t{1}
 // ---------------------------------------------------------------------------------------
 
 struct count_out {
-  static constexpr bool outer = false;
   std::uint64_t pairs = 0, unequal = 0;
   void pair(const int&, const int& a, const int& b, event_time, std::shared_ptr<rill::ack_token>&&) {
     ++pairs;

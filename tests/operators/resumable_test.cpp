@@ -204,7 +204,8 @@ enum class join_kind { interval, window };
 // arrives) or one tumbling 1 s window (every pair when it fires at the end of input).
 // L x R = 5 M results from a state of L + R records.
 void join_output(join_kind kind, std::size_t workers) {
-  const std::uint64_t nl = stress_scaled(2'500), nr = 2'000;
+  const std::uint64_t nl = stress_scaled(2'500);
+  constexpr std::uint64_t nr = 2'000;
   std::vector<rill::record<std::uint64_t>> left, right;
   for (std::uint64_t a = 0; a < nl; ++a) left.push_back({a, rill::event_time{std::chrono::nanoseconds{a}}});
   for (std::uint64_t b = 0; b < nr; ++b) right.push_back({b, rill::event_time{std::chrono::nanoseconds{b}}});
@@ -217,7 +218,7 @@ void join_output(join_kind kind, std::size_t workers) {
   auto r = rill::from(rill::vector_source<std::uint64_t>{right}, "right").key_by([join_key](const std::uint64_t&) {
     return join_key;
   });
-  auto pair_id = [nr](std::uint64_t a, std::uint64_t b) { return a * nr + b; };
+  auto pair_id = [](std::uint64_t a, std::uint64_t b) { return a * nr + b; };
   auto sink = [t](std::uint64_t id) { t->add(id); };
   auto by_key = [sink_key](const std::uint64_t&) { return sink_key; };
   rill::job j = kind == join_kind::interval

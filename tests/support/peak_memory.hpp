@@ -27,13 +27,11 @@
 #include <fstream>
 #include <string>
 
+#include "rill/core/sanitizers.hpp"
+
 namespace rill_test {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool sanitized = true;
-#else
-inline constexpr bool sanitized = false;
-#endif
+inline constexpr bool sanitized = RILL_ASAN || RILL_TSAN;
 
 inline std::uint64_t stress_scaled(std::uint64_t n) {
   if (const char* s = std::getenv("RILL_STRESS_SCALE")) n /= std::uint64_t(std::max(1L, std::atol(s)));

@@ -107,13 +107,28 @@ class emitter {
   flat_map_emission<U>* e_;
 };
 
+/// A view of a range f returned by lvalue reference: begin() and end() of the referenced
+/// range, which must outlive it. What std::ranges::ref_view is, without deriving from
+/// std::ranges::view_interface, which clang 14 cannot instantiate with libstdc++ 12 (GCC
+/// bug 102807, LLVM issue 52696).
+template <class Range>
+class range_ref : public std::ranges::view_base {
+ public:
+  explicit range_ref(Range& r) noexcept : r_(&r) {}
+  auto begin() const { return std::ranges::begin(*r_); }
+  auto end() const { return std::ranges::end(*r_); }
+
+ private:
+  Range* r_;
+};
+
 /// The place of a range-form flat_map in its current input: the range f returned (a
-/// returned lvalue reference is kept as a std::ranges::ref_view: its elements are copied,
+/// returned lvalue reference is kept as a range_ref, a view: its elements are copied,
 /// never moved) and the iterator to its next output.
 template <class Returned>
 struct flat_map_range {
-  using R = std::conditional_t<std::is_lvalue_reference_v<Returned>,
-                               std::ranges::ref_view<std::remove_reference_t<Returned>>, std::remove_cvref_t<Returned>>;
+  using R = std::conditional_t<std::is_lvalue_reference_v<Returned>, range_ref<std::remove_reference_t<Returned>>,
+                               std::remove_cvref_t<Returned>>;
   R range;
   std::ranges::iterator_t<R> it;
   std::ranges::sentinel_t<R> end;

@@ -2,7 +2,8 @@
 // join (docs/design.md "Joins").
 //
 // Defines:
-//   rill::join_options   max out-of-order delay, idle timeout, what a stop does to state
+//   rill::join_options   (<rill/operators/join_options.hpp>) max out-of-order delay, idle
+//       timeout, what a stop does to state
 //   rill::join_stream<Spec, K, A, KeyA, B, KeyB, ...>   what
 //       `a.key_by(ka).interval_join(b.key_by(kb), lower, upper, options)` and
 //       `a.key_by(ka).window_join(b.key_by(kb), assigner, options)` return: a join waiting
@@ -100,32 +101,13 @@
 #include "rill/core/error.hpp"
 #include "rill/core/runtime.hpp"
 #include "rill/core/stage.hpp"
+#include "rill/operators/join_options.hpp"
 #include "rill/operators/join_state.hpp"
 #include "rill/operators/resumable.hpp"
 #include "rill/operators/stream.hpp"
 #include "rill/operators/window.hpp"
 
 namespace rill {
-
-/// Options of a join stage. Aggregate: `{.max_delay = 1s}`.
-struct join_options {
-  using stop_policy = window_options::stop_policy;
-  /// Max out-of-order delay per side (>= 0): W_side = largest time seen - max_delay.
-  std::chrono::nanoseconds max_delay{0};
-  /// Processing time after which a silent input is idle (>= 0; 0 = never).
-  std::chrono::nanoseconds idle_timeout{0};
-  /// What request_stop() does to the state: discard (default) or fire (see the banner).
-  stop_policy on_stop = stop_policy::discard;
-  /// Throws config_error "join.max_delay", "join.idle_timeout" (< 0), "join.on_stop".
-  void validate() const {
-    if (max_delay < std::chrono::nanoseconds::zero())
-      throw config_error("join.max_delay", "join.max_delay must be >= 0");
-    if (idle_timeout < std::chrono::nanoseconds::zero())
-      throw config_error("join.idle_timeout", "join.idle_timeout must be >= 0");
-    if (on_stop != stop_policy::discard && on_stop != stop_policy::fire)
-      throw config_error("join.on_stop", "join.on_stop must be discard or fire");
-  }
-};
 
 namespace detail {
 

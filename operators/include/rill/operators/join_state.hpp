@@ -11,7 +11,6 @@
 //
 // Example (namespace scope; compiled by tests/banner_examples.py):
 //   struct pairs_out {
-//     static constexpr bool outer = false;  // an inner join: no unmatched-left results
 //     std::vector<std::string> got;
 //     void pair(const int&, const std::string& a, const std::string& b, rill::event_time,
 //               std::shared_ptr<rill::ack_token>&&) { got.push_back(a + b); }
@@ -29,8 +28,10 @@
 // key's hash as key_by computes it (any function of the key, the same for both sides);
 // progress(side, input, t, now, out), end(side, input, out), tick(now, out). `out`
 // receives results: out.pair(const K&, const A&, const B&, event_time, shared_ptr<ack_token>&&)
-// and, when Out::outer is true (a left outer window join), out.left_only(const K&, const A&,
-// event_time, const shared_ptr<ack_token>&). `late(record<A or B>&&)` receives a late record.
+// and, for a window join, whose Out also defines `static constexpr bool outer`: when it is
+// true (a left outer join), out.left_only(const K&, const A&, event_time,
+// const shared_ptr<ack_token>&). The interval join (inner only) reads no Out::outer.
+// `late(record<A or B>&&)` receives a late record.
 // Errors: std::bad_alloc, or what a callback throws (basic guarantee).
 //
 // Rules (docs/design.md "Joins"; the public header repeats them for users):

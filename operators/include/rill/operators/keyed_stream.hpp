@@ -63,14 +63,13 @@
 
 #include "rill/core/runtime.hpp"
 #include "rill/core/stage.hpp"
+#include "rill/operators/join_options.hpp"
 #include "rill/operators/keyed_window.hpp"
 #include "rill/operators/resumable.hpp"
 #include "rill/operators/stream.hpp"
 #include "rill/operators/window.hpp"
 
 namespace rill {
-
-struct join_options;  // <rill/operators/join.hpp>
 
 namespace detail {
 

@@ -85,15 +85,16 @@
 #include <utility>
 
 #include "rill/core/record.hpp"
+#include "rill/core/sanitizers.hpp"
 #include "rill/core/stage.hpp"
 #include "rill/core/time.hpp"
 #include "rill/core/worker.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if RILL_ASAN
 #define RILL_FIBER_ASAN 1
 #include <sanitizer/common_interface_defs.h>
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if RILL_TSAN
 #define RILL_FIBER_TSAN 1
 #include <sanitizer/tsan_interface.h>
 #endif

@@ -294,6 +294,13 @@ struct window_sort_stage final : stage_in<T>, resumable_stage<window_sort_stage<
       down->on_record(0, record<window<T>>{std::move(w), t, std::nullopt, std::move(ack)});
     };
   }
+  // The sorter's late callback: late_fn, or one that does nothing when none was given.
+  auto on_late() {
+    if constexpr (std::is_same_v<Late, std::nullptr_t>)
+      return [](record<T>&&, event_time, event_time) {};
+    else
+      return [this](record<T>&& lr, event_time s, event_time e) { late_fn(std::move(lr), s, e); };
+  }
   void advance() {
     const auto w = sorter.watermark();
     if (w > sent) {
@@ -338,9 +345,7 @@ struct window_sort_stage final : stage_in<T>, resumable_stage<window_sort_stage<
     switch (k.k) {
       case call::kind::record: {
         const auto late_before = sorter.late();
-        sorter.push(k.in, std::move(*k.r), now(), on_window(), [this](record<T>&& lr, event_time s, event_time e) {
-          if constexpr (!std::is_same_v<Late, std::nullptr_t>) late_fn(std::move(lr), s, e);
-        });
+        sorter.push(k.in, std::move(*k.r), now(), on_window(), on_late());
         if (sorter.late() != late_before) c->add(c->late, sorter.late() - late_before);
         break;
       }
