@@ -669,6 +669,165 @@ TEST_P(join_runtime, late_records_go_to_their_sides_late_output) {
 INSTANTIATE_TEST_SUITE_P(workers, join_runtime, ::testing::Values(std::size_t{1}, std::size_t{2}));
 
 // ---------------------------------------------------------------------------------------
+// The stage's two paths: loop's stack and fiber
+// ---------------------------------------------------------------------------------------
+
+// Downstream of a join_stage driven directly: takes `room` more results before its
+// ready() turns false; records every result and counts those given while it was full.
+struct valve final : rill::stage_in<int> {
+  std::size_t room = 0;
+  std::size_t given_while_full = 0;
+  std::vector<int> got;
+  std::vector<std::int64_t> times;
+  void on_record(std::size_t, rill::record<int>&& r) override {
+    if (room == 0) ++given_while_full;
+    else --room;
+    got.push_back(r.value);
+    times.push_back(ns(r.time.time_since_epoch()));
+  }
+  void on_progress(std::size_t, event_time) override {}
+  void on_end(std::size_t) override {}
+  bool on_flush() override { return room > 0; }
+  bool ready() override { return room > 0; }
+};
+
+struct key_one {
+  int operator()(const int&) const { return 1; }
+};
+struct collect_late {
+  std::shared_ptr<std::vector<int>> ids = std::make_shared<std::vector<int>>();
+  void operator()(rill::record<int>&& r, const int&) const { ids->push_back(r.value); }
+};
+// Result of (left id a, right id b): a * 100 + b.
+struct id_pair {
+  int operator()(const int& a, const int& b) const { return a * 100 + b; }
+};
+
+// One join_stage on a worker whose loop the test turns by hand (no thread), one input
+// per side, one key; `valve` downstream.
+template <class Spec>
+struct stage_rig {
+  using stage = rill::detail::join_stage<Spec, int, int, key_one, int, key_one, id_pair, false, int, collect_late,
+                                         collect_late>;
+  rill::worker w{0, 0, -1};
+  rill::stage_counters c;
+  valve down;
+  collect_late late_l, late_r;
+  std::shared_ptr<stage> s;
+  stage_rig(Spec spec, rill::join_options o) {
+    s = std::make_shared<stage>(spec, o, id_pair{}, late_l, late_r, key_one{}, key_one{}, nullptr, &c, &w);
+    s->down = &down;
+    s->bind(join_side::left, 1);
+    s->bind(join_side::right, 1);
+  }
+  void left(int id, std::chrono::nanoseconds t) { s->left_in.on_record(0, {{id, hash_of(1)}, at(t)}); }
+  void right(int id, std::chrono::nanoseconds t) { s->right_in.on_record(0, {{id, hash_of(1)}, at(t)}); }
+  // Runs the worker's loop (posted continuations, the 100 us retry timer) until the
+  // stage is no longer busy; a busy stage always has one of them pending.
+  void drain() {
+    w.context().restart();  // stopped when a previous drain ran out of work
+    while (s->busy()) ASSERT_EQ(w.context().run_one(), 1u);
+  }
+};
+
+// Interval join [-1 s, +1 s], delay 100 s (nothing expires; a record is late below
+// W_L = 100 s under the largest left time, or W_R likewise), one key. Ids: left a_i, right
+// b_i; a result a * 100 + b. At most 8 results go on the loop's stack, only after
+// ready(); everything else runs on the fiber, which asks ready() before each result.
+//   A. downstream full (room 0); records that emit nothing run on the loop's stack:
+//      R b1..b10 @100 s: no left record yet. L a1 @120 s, a3 @120.1 s, a4 @120.2 s:
+//      right partners in [119 s, 121.2 s]: none (the b's are at 100 s). L a2 @10 s:
+//      W_L = 120.2 - 100 = 20.2 s > 10 s: late -> late_left {2}. Never busy, no result.
+//   B. room 1; R b11 @120.5 s: left partners in [119.5, 121.5] s: a1, a3, a4 (3 <= 8,
+//      ready) -> 111, 311, 411 at once on the loop's stack, two of them past ready().
+//   C. room 2; L a5 @100.5 s: right partners in [99.5, 101.5] s: b1..b10, 10 > 8 -> the
+//      fiber: 501, 502, then downstream is full and the stage suspends (busy). Held
+//      meanwhile: R b12 @120.6 s (a1, a3, a4) and late L a6 @10 s. room 100 and the
+//      loop turns: 503..510, then 112, 312, 412, then late_left gets 6.
+//   D. room 0; R b13 @120.7 s: 3 partners but downstream not ready -> the fiber, which
+//      suspends before its first result; room 100: 113, 313, 413.
+TEST(interval_join, stage_takes_few_results_on_the_loop_stack_and_the_rest_on_the_fiber) {
+  stage_rig<rill::detail::interval_bounds> rig({-1s, 1s}, {.max_delay = 100s});
+  auto& d = rig.down;
+  for (int b = 1; b <= 10; ++b) rig.right(b, 100s);
+  rig.left(1, 120s);
+  rig.left(3, 120'100ms);
+  rig.left(4, 120'200ms);
+  rig.left(2, 10s);
+  EXPECT_FALSE(rig.s->busy());
+  EXPECT_TRUE(d.got.empty());
+  EXPECT_EQ(*rig.late_l.ids, (std::vector<int>{2}));
+
+  d.room = 1;
+  rig.right(11, 120'500ms);
+  EXPECT_FALSE(rig.s->busy());
+  EXPECT_EQ(d.got, (std::vector<int>{111, 311, 411}));
+  EXPECT_EQ(d.times, (std::vector<std::int64_t>{ns(120'500ms), ns(120'500ms), ns(120'500ms)}));
+  EXPECT_EQ(d.given_while_full, 2u);  // at most 8 results per ready() == true
+
+  d.room = 2;
+  d.got.clear();
+  rig.left(5, 100'500ms);
+  EXPECT_TRUE(rig.s->busy());
+  EXPECT_FALSE(rig.s->left_in.ready());
+  EXPECT_EQ(d.got, (std::vector<int>{501, 502}));
+  rig.right(12, 120'600ms);
+  rig.left(6, 10s);
+  EXPECT_EQ(d.got.size(), 2u);
+  EXPECT_EQ(*rig.late_l.ids, (std::vector<int>{2}));
+  d.room = 100;
+  rig.drain();
+  EXPECT_EQ(d.got, (std::vector<int>{501, 502, 503, 504, 505, 506, 507, 508, 509, 510, 112, 312, 412}));
+  EXPECT_EQ(*rig.late_l.ids, (std::vector<int>{2, 6}));
+
+  d.room = 0;
+  d.got.clear();
+  rig.right(13, 120'700ms);
+  EXPECT_TRUE(rig.s->busy());
+  EXPECT_TRUE(d.got.empty());
+  d.room = 100;
+  rig.drain();
+  EXPECT_EQ(d.got, (std::vector<int>{113, 313, 413}));
+  EXPECT_EQ(d.given_while_full, 2u);  // the fiber never gives past ready()
+  EXPECT_EQ(rig.c.in.load(), 19u);
+  EXPECT_EQ(rig.c.out.load(), 3u + 10 + 3 + 3);
+  EXPECT_EQ(rig.c.late.load(), 2u);
+  EXPECT_TRUE(rig.late_r.ids->empty());
+}
+
+// Window join, tumbling 10 s, delay 0: a record is stored on the loop's stack whether
+// downstream is ready or not; one that makes a window due hands the firing to the fiber.
+//   room 0: L a1 @1 s, R b1 @2 s, R b2 @12 s (W = min(W_L 1 s, W_R 12 s) = 1 s): stored,
+//   nothing due, never busy. L a2 @13 s: W = 12 s >= 10 s, the end of [0, 10 s): due ->
+//   the fiber, which suspends before (a1, b1). R b3 @5 s while busy: held. room 100:
+//   101 at 10 s - 1 ns, then b3 is late (its window ended at 10 s <= W): late_right {3}.
+//   R b4 @6 s with room 0: late on the loop's stack: late_right {3, 4}.
+TEST(window_join, stage_stores_on_the_loop_stack_and_fires_on_the_fiber) {
+  stage_rig<rill::tumbling> rig(rill::tumbling{10s}, {});
+  auto& d = rig.down;
+  rig.left(1, 1s);
+  rig.right(1, 2s);
+  rig.right(2, 12s);
+  EXPECT_FALSE(rig.s->busy());
+  rig.left(2, 13s);
+  EXPECT_TRUE(rig.s->busy());
+  rig.right(3, 5s);
+  EXPECT_TRUE(d.got.empty());
+  EXPECT_TRUE(rig.late_r.ids->empty());
+  d.room = 100;
+  rig.drain();
+  EXPECT_EQ(d.got, (std::vector<int>{101}));
+  EXPECT_EQ(d.times, (std::vector<std::int64_t>{ns(10s) - 1}));
+  EXPECT_EQ(*rig.late_r.ids, (std::vector<int>{3}));
+  d.room = 0;
+  rig.right(4, 6s);
+  EXPECT_FALSE(rig.s->busy());
+  EXPECT_EQ(*rig.late_r.ids, (std::vector<int>{3, 4}));
+  EXPECT_EQ(rig.c.late.load(), 2u);
+  EXPECT_EQ(d.given_while_full, 0u);
+}
+
+// ---------------------------------------------------------------------------------------
 // Memory bound
 // ---------------------------------------------------------------------------------------
 

@@ -71,11 +71,14 @@
 //     state unemitted, fails its tokens (a Kafka source re-reads it after a restart) and
 //     counts the dropped records in `discarded`; stop_policy::fire ends as a clean end.
 //
-// Bounded output (docs/design.md "Bounded emission"): every call of a join instance runs
-// on its fiber (<rill/operators/resumable.hpp>) and stops before a result when downstream
-// is not ready, continuing at the next pair on a later loop turn; inputs of both sides
-// that arrive meanwhile are held in arrival order. A key with thousands of records per
-// side (millions of pairs) costs no memory beyond the exchanges after the join.
+// Bounded output (docs/design.md "Bounded emission"): a call of a join instance that may
+// emit many results runs on its fiber (<rill/operators/resumable.hpp>) and stops before a
+// result when downstream is not ready, continuing at the next pair on a later loop turn;
+// inputs of both sides that arrive meanwhile are held in arrival order. A record that
+// gives at most 8 results, after downstream's ready() answered true, runs on the loop's
+// stack instead (no stack switch): downstream gets at most 8 results per ready() that
+// answered true. A key with thousands of records per side (millions of pairs) costs no
+// memory beyond the exchanges after the join.
 //
 // Run report (run_report::stage(name), default name "join"): in = records of both
 // sides, out = results, late, discarded, peak_state = most records stored at once (sum of
@@ -154,10 +157,13 @@ struct join_call {
 };
 
 /// One join instance on one worker: both sides' inputs lead here (left_in, right_in).
-/// Output is bounded by downstream capacity: every call runs on the instance's fiber and
-/// stops before a result when downstream is not ready, continuing on a later loop turn at
-/// the next pair (<rill/operators/resumable.hpp>); inputs of either side that arrive
-/// meanwhile are held in arrival order.
+/// Output is bounded by downstream capacity: a call that may emit more than
+/// `loop_results` results, or any while downstream is not ready, runs on the instance's
+/// fiber and stops before a result when downstream is not ready, continuing on a later
+/// loop turn at the next pair (<rill/operators/resumable.hpp>); inputs of either side
+/// that arrive meanwhile are held in arrival order. The rest runs on the loop's stack
+/// (take(), side_in::on_progress). Downstream gets at most `loop_results` (8) results per
+/// ready() that answered true. All members on the instance's worker.
 template <class Spec, class K, class A, class KeyA, class B, class KeyB, class F, bool Outer, class R,
           class LateL, class LateR>
 struct join_stage final
@@ -171,10 +177,11 @@ struct join_stage final
     join_stage* owner = nullptr;
     KeyFn key;
     explicit side_in(KeyFn k) : key(std::move(k)) {}
+    // A record that emits nothing, or a few results that downstream takes now, runs on
+    // the loop's stack (join_stage::take).
     void on_record(std::size_t in, record<keyed<V>>&& r) override {
       owner->c->add(owner->c->in);
-      if constexpr (S == join_side::left) owner->submit({call::kind::left, S, in, {}, {}, std::move(r), std::nullopt});
-      else owner->submit({call::kind::right, S, in, {}, {}, std::nullopt, std::move(r)});
+      owner->template take<S, V>(key, in, std::move(r));
     }
     // A marker that makes nothing due is taken on the loop's stack (the exchange sends
     // one with nearly every record: its frontier).
@@ -201,13 +208,15 @@ struct join_stage final
     bool ready() override { return !owner->busy() && owner->down->ready(); }
   };
 
-  // What the state machine emits into.
-  struct emit {
+  // What the state machine emits into: on the fiber (Gated: gate() before each result),
+  // or on the loop's stack (the caller made sure downstream may take them).
+  template <bool Gated>
+  struct emit_to {
     static constexpr bool outer = Outer;
     join_stage* s;
     void pair(const K& k, const A& a, const B& b, event_time t, std::shared_ptr<ack_token>&& ack) {
       s->c->add(s->c->out);
-      s->gate();
+      if constexpr (Gated) s->gate();
       if constexpr (Outer)
         s->down->on_record(0, record<R>{R(call_join_fn(s->fn, k, a, &b)), t, std::nullopt, std::move(ack)});
       else
@@ -216,12 +225,13 @@ struct join_stage final
     void left_only(const K& k, const A& a, event_time t, const std::shared_ptr<ack_token>& ack) {
       if constexpr (Outer) {
         s->c->add(s->c->out);
-        s->gate();
+        if constexpr (Gated) s->gate();
         s->down->on_record(0, record<R>{R(call_join_fn(s->fn, k, a, static_cast<const B*>(nullptr))), t,
                                         std::nullopt, ack});
       }
     }
   };
+  using emit = emit_to<true>;
 
   Spec spec;
   join_options opts;
@@ -293,7 +303,71 @@ struct join_stage final
   bool down_ready() { return down->ready(); }
   bool down_flush() { return down->on_flush(); }
 
+  static constexpr bool interval = std::is_same_v<Spec, interval_bounds>;
+  /// Results one record may give downstream on the loop's stack (see take()).
+  static constexpr std::size_t loop_results = [] {
+    if constexpr (interval) return state_t::try_push_max;
+    else return std::size_t{0};
+  }();
+
+  /// A record of side S on input `in`. While the stage is not busy, it runs on the loop's
+  /// stack when it gives downstream at most `loop_results` results and downstream's
+  /// ready() answered true just before: a late record (it goes to its late output), a
+  /// window-join record (it is stored: results come when a window is due, and a record
+  /// that makes one due hands the firing to the fiber), an interval-join record with no
+  /// partner in the other side's state, or, when down->ready(), with at most
+  /// loop_results (8) partners. Every other record runs on the fiber (gate() before each
+  /// result), and a busy stage holds it behind the inputs it holds. So downstream gets
+  /// at most 8 results per ready() that answered true, and a record that emits runs
+  /// before the inputs after it. The key function runs once per record, twice for an
+  /// interval-join record with partners that goes to the fiber.
+  template <join_side S, class V, class KeyFn>
+  void take(KeyFn& key, std::size_t in, record<keyed<V>>&& r) {
+    if (this->busy()) return this->submit(record_call<S>(in, std::move(r)));
+    const K k = key(static_cast<const V&>(r.value.value));
+    const std::size_t h = r.value.hash;
+    record<V> rec{std::move(r.value.value), r.time, r.position, std::move(r.ack)};
+    const auto late_before = st->late();
+    if constexpr (interval) {
+      emit_to<false> e{this};
+      const std::size_t most = down->ready() ? loop_results : 0;
+      bool done;
+      if constexpr (S == join_side::left) done = st->try_push_left(in, k, h, rec, now(), most, e, late_fn<S>(k));
+      else done = st->try_push_right(in, k, h, rec, now(), most, e, late_fn<S>(k));
+      if (!done)
+        return this->submit(record_call<S>(
+            in, record<keyed<V>>{keyed<V>{std::move(rec.value), h}, rec.time, rec.position, std::move(rec.ack)}));
+      count_late(late_before);
+    } else {
+      bool kept;
+      if constexpr (S == join_side::left) kept = st->keep_left(in, k, h, std::move(rec), now(), late_fn<S>(k));
+      else kept = st->keep_right(in, k, h, std::move(rec), now(), late_fn<S>(k));
+      count_late(late_before);
+      if (kept && st->due()) return this->submit({call::kind::fire, S, in, {}, {}, std::nullopt, std::nullopt});
+    }
+    advance();
+  }
+
  private:
+  template <join_side S, class V>
+  static call record_call(std::size_t in, record<keyed<V>>&& r) {
+    if constexpr (S == join_side::left) return {call::kind::left, S, in, {}, {}, std::move(r), std::nullopt};
+    else return {call::kind::right, S, in, {}, {}, std::nullopt, std::move(r)};
+  }
+  // What a late record of side S (key k) goes to: the side's late output, if any.
+  template <join_side S>
+  auto late_fn(const K& k) {
+    return [this, &k](record<std::conditional_t<S == join_side::left, A, B>>&& lr) {
+      if constexpr (S == join_side::left) {
+        if constexpr (!std::is_same_v<LateL, std::nullptr_t>) late_l(std::move(lr), k);
+      } else {
+        if constexpr (!std::is_same_v<LateR, std::nullptr_t>) late_r(std::move(lr), k);
+      }
+    };
+  }
+  void count_late(std::uint64_t before) {
+    if (st->late() != before) c->add(c->late, st->late() - before);
+  }
   template <join_side S, class V, class KeyFn>
   void push(KeyFn& key, std::size_t in, record<keyed<V>>&& r) {
     const K k = key(static_cast<const V&>(r.value.value));
@@ -301,16 +375,9 @@ struct join_stage final
     record<V> rec{std::move(r.value.value), r.time, r.position, std::move(r.ack)};
     emit e{this};
     const auto late_before = st->late();
-    if constexpr (S == join_side::left) {
-      st->push_left(in, k, h, std::move(rec), now(), e, [&](record<A>&& lr) {
-        if constexpr (!std::is_same_v<LateL, std::nullptr_t>) late_l(std::move(lr), k);
-      });
-    } else {
-      st->push_right(in, k, h, std::move(rec), now(), e, [&](record<B>&& lr) {
-        if constexpr (!std::is_same_v<LateR, std::nullptr_t>) late_r(std::move(lr), k);
-      });
-    }
-    if (st->late() != late_before) c->add(c->late, st->late() - late_before);
+    if constexpr (S == join_side::left) st->push_left(in, k, h, std::move(rec), now(), e, late_fn<S>(k));
+    else st->push_right(in, k, h, std::move(rec), now(), e, late_fn<S>(k));
+    count_late(late_before);
     advance();
   }
   void progress(join_side s, std::size_t in, event_time t) {

@@ -26,7 +26,11 @@
 //
 // Calls: push_left/push_right(input, key, hash, record, now, out, late) with `hash` the
 // key's hash as key_by computes it (any function of the key, the same for both sides);
-// progress(side, input, t, now, out), end(side, input, out), tick(now, out). `out`
+// progress(side, input, t, now, out), end(side, input, out), tick(now, out); and the
+// steps for a caller that emits only a bounded number of results at a time:
+// observe/due/advance_quiet/advance_due (both joins), keep_left/keep_right (the window
+// join: store without firing), try_push_left/try_push_right (the interval join: push
+// only a record with at most max_results partners). `out`
 // receives results: out.pair(const K&, const A&, const B&, event_time, shared_ptr<ack_token>&&)
 // and, for a window join, whose Out also defines `static constexpr bool outer`: when it is
 // true (a left outer join), out.left_only(const K&, const A&, event_time,
@@ -289,8 +293,53 @@ class interval_join_state : public join_state_base<interval_join_state<K, A, B>,
     return this->dropped_all();
   }
 
+  /// The largest `max_results` try_push_left/try_push_right accept.
+  static constexpr std::size_t try_push_max = 8;
+
+  /// push_left for a record that gives at most `max_results` results (<= try_push_max):
+  /// when `r` is late, or has at most max_results partners on the right side, does
+  /// exactly what push_left does (results through `out`, storage, expiry, or `late`) and
+  /// returns true; otherwise changes nothing, leaves `r` as it was and returns false
+  /// (push_left it, or try again with a larger max_results). Costs one probe of the
+  /// right side, as push_left (the partners are gathered first, then emitted).
+  template <class Out, class Late>
+  bool try_push_left(std::size_t input, const K& key, std::size_t hash, record<A>& r, steady_time now,
+                     std::size_t max_results, Out& out, Late&& late) {
+    return try_push<join_side::left>(input, key, hash, r, now, max_results, out, late);
+  }
+  /// The same for a right record (partners on the left side).
+  template <class Out, class Late>
+  bool try_push_right(std::size_t input, const K& key, std::size_t hash, record<B>& r, steady_time now,
+                      std::size_t max_results, Out& out, Late&& late) {
+    return try_push<join_side::right>(input, key, hash, r, now, max_results, out, late);
+  }
+
  private:
   bool due_now() const noexcept { return false; }  // emits on arrival only
+
+  template <join_side S, class V, class Out, class Late>
+  bool try_push(std::size_t input, const K& key, std::size_t hash, record<V>& r, steady_time now,
+                std::size_t max_results, Out& out, Late& late) {
+    assert(max_results <= try_push_max);
+    if (r.time < wm_.effective(S)) {
+      this->template reject<S>(input, std::move(r), now, late);
+      return true;
+    }
+    using stored = std::conditional_t<S == join_side::left, B, A>;
+    const join_entry<stored>* found[try_push_max];
+    std::size_t n = 0;
+    hashed_key<K> hk{key, hash};
+    const std::int64_t t = ns_count(r.time);
+    if (!for_partners<S>(hk, t, side_store<other_side(S)>(), [&](const join_entry<stored>& e) {
+          if (n == max_results) return false;
+          found[n++] = &e;
+          return true;
+        }))
+      return false;
+    for (std::size_t i = 0; i < n; ++i) pair_with<S>(hk.key, r.value, t, r.ack, *found[i], out);
+    keep<S>(input, std::move(hk), std::move(r), now);
+    return true;
+  }
   using base::stats_;
   using base::wm_;
   template <class V>
@@ -331,12 +380,19 @@ class interval_join_state : public join_state_base<interval_join_state<K, A, B>,
   template <join_side S, class V, class Out, class Late>
   void push(std::size_t input, const K& key, std::size_t hash, record<V>&& r, steady_time now, Out& out,
             Late& late) {
+    if (r.time < wm_.effective(S)) return this->template reject<S>(input, std::move(r), now, late);
+    hashed_key<K> hk{key, hash};
+    probe<S>(hk, r.value, ns_count(r.time), r.ack, side_store<other_side(S)>(), out);
+    keep<S>(input, std::move(hk), std::move(r), now);
+  }
+
+  // After the probe: stores r while a future in-time partner is possible, observes its
+  // time, expires what the watermarks allow.
+  template <join_side S, class V>
+  void keep(std::size_t input, hashed_key<K>&& hk, record<V>&& r, steady_time now) {
     constexpr join_side O = other_side(S);
     const std::int64_t t = ns_count(r.time);
     const bool adv = advances_progress(r);
-    if (r.time < wm_.effective(S)) return this->template reject<S>(input, std::move(r), now, late);
-    hashed_key<K> hk{key, hash};
-    probe<S>(hk, r.value, t, r.ack, side_store<O>(), out);
     // Stored only while a future in-time partner is possible: t + hi_off >= E_other.
     if (wide(t) + hi_off<S>() >= wide(ns_count(wm_.effective(O)))) {
       auto& st = side_store<S>();
@@ -361,7 +417,17 @@ class interval_join_state : public join_state_base<interval_join_state<K, A, B>,
   template <join_side S, class V, class Stored, class Out>
   void probe(const hashed_key<K>& hk, const V& v, std::int64_t t, const std::shared_ptr<ack_token>& ack,
              store_t<Stored>& other, Out& out) {
-    if (other.slices.empty()) return;
+    for_partners<S>(hk, t, other, [&](const join_entry<Stored>& e) {
+      pair_with<S>(hk.key, v, t, ack, e, out);
+      return true;
+    });
+  }
+
+  // Calls f(entry) for each other-side entry in a side-S record's partner range at t, in
+  // slice order, then list order, while f returns true. Returns false when f stopped it.
+  template <join_side S, class Stored, class F>
+  bool for_partners(const hashed_key<K>& hk, std::int64_t t, store_t<Stored>& other, F&& f) {
+    if (other.slices.empty()) return true;
     const std::int64_t lo = ns_count(clamp_time(wide(t) + lo_off<S>()));
     const std::int64_t hi = ns_count(clamp_time(wide(t) + hi_off<S>()));
     for (auto it = other.slices.lower_bound(floor_div(lo, span_)); it != other.slices.end() && it->first <= floor_div(hi, span_);
@@ -370,12 +436,20 @@ class interval_join_state : public join_state_base<interval_join_state<K, A, B>,
       if (k == it->second.keys.end()) continue;
       for (const auto& e : k->second) {
         if (e.t < lo || e.t > hi) continue;
-        ++stats_.results;
-        const event_time when{std::chrono::nanoseconds{std::max(t, e.t)}};
-        if constexpr (S == join_side::left) out.pair(hk.key, v, e.value, when, join_two_acks(ack, e.ack));
-        else out.pair(hk.key, e.value, v, when, join_two_acks(e.ack, ack));
+        if (!f(e)) return false;
       }
     }
+    return true;
+  }
+
+  // One result: the side-S record (v at t) with its partner e, at max(t, e.t).
+  template <join_side S, class V, class Stored, class Out>
+  void pair_with(const K& key, const V& v, std::int64_t t, const std::shared_ptr<ack_token>& ack,
+                 const join_entry<Stored>& e, Out& out) {
+    ++stats_.results;
+    const event_time when{std::chrono::nanoseconds{std::max(t, e.t)}};
+    if constexpr (S == join_side::left) out.pair(key, v, e.value, when, join_two_acks(ack, e.ack));
+    else out.pair(key, e.value, v, when, join_two_acks(e.ack, ack));
   }
 
   void expire_both() {
@@ -439,6 +513,21 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
                     std::size_t left_inputs, std::size_t right_inputs, steady_time now)
       : base(left_inputs, right_inputs, max_delay, idle_timeout, now), g_(grid_of(a)) {}
 
+  /// push_left in two steps, as progress() with observe(): keep_left stores `r` and
+  /// observes its time, emitting nothing, and returns true; or, when `r` is late, hands it
+  /// to `late` and returns false. After true, due() says whether advance_due(out) has
+  /// windows to fire, which push_left would have fired at once; after false push_left
+  /// fires nothing either. Amortised O(1); errors as push_left.
+  template <class Late>
+  bool keep_left(std::size_t input, const K& key, std::size_t hash, record<A>&& r, steady_time now, Late&& late) {
+    return keep<join_side::left>(input, key, hash, std::move(r), now, late);
+  }
+  /// The same for a right record.
+  template <class Late>
+  bool keep_right(std::size_t input, const K& key, std::size_t hash, record<B>&& r, steady_time now, Late&& late) {
+    return keep<join_side::right>(input, key, hash, std::move(r), now, late);
+  }
+
   /// Drops every open window unemitted, failing the ack tokens of its records. Returns
   /// the number of records dropped.
   std::size_t discard() {
@@ -474,11 +563,20 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
   template <join_side S, class V, class Out, class Late>
   void push(std::size_t input, const K& key, std::size_t hash, record<V>&& r, steady_time now, Out& out,
             Late& late) {
+    if (keep<S>(input, key, hash, std::move(r), now, late)) fire(out);
+  }
+
+  // push without the firing: stores r and observes its time (true), or rejects it as
+  // late (false: push fires nothing then either).
+  template <join_side S, class V, class Late>
+  bool keep(std::size_t input, const K& key, std::size_t hash, record<V>&& r, steady_time now, Late& late) {
     const std::int64_t t = ns_count(r.time);
     const bool adv = advances_progress(r);
     if (!(t >= cached_lo_ && t < cached_hi_)) locate(t);
-    if (cached_last_end_ <= wm_.combined())  // every window of t has fired
-      return this->template reject<S>(input, std::move(r), now, late);
+    if (cached_last_end_ <= wm_.combined()) {  // every window of t has fired
+      this->template reject<S>(input, std::move(r), now, late);
+      return false;
+    }
     if (!cached_tab_) {
       auto [it, fresh] = slices_.try_emplace(cached_j_);
       cached_tab_ = &it->second;
@@ -493,7 +591,7 @@ class window_join_state : public join_state_base<window_join_state<K, A, B, Assi
     else c.right.push_back({t, std::move(r.value), std::move(r.ack)});
     stats_.add_entry();
     wm_.observe(S, input, adv ? r.time : event_time_min, now);
-    fire(out);
+    return true;
   }
 
   // Caches t's slice: its index, bounds (ns), the end of its last window, and its table

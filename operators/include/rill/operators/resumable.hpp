@@ -60,7 +60,8 @@
 // keeping that frame costs one stack per instance, mapped lazily, and no operator's state
 // machine changes. A window stage runs on the fiber only calls that may emit: a record
 // that arrives on time and a progress marker that make nothing due are taken on the
-// loop's stack (no switch). A join runs each record on the fiber (two switches).
+// loop's stack (no switch). A join takes a record on the loop's stack when it gives at
+// most 8 results after downstream's ready() (<rill/operators/join.hpp>).
 //
 // Thread safety: an instance and its fiber live on one worker; every member is called on
 // that worker's thread. Errors: an exception from a call (a user function, the sink) is
