@@ -128,7 +128,8 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   /// `on_closed` (draining_reader only; may be empty): called once on the worker when the
   /// reader was closed after its drain. The DSL passes the run's drain_done, so that a
   /// run ends only after every draining reader's final commit (a transactional sink
-  /// commits it: the sink must still be there).
+  /// commits it: the sink must still be there); with it set, the drain also stops
+  /// waiting for acknowledgements once every sink of the run has ended.
   source_driver(Reader reader, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
                 stage_counters& counters, std::size_t slice = 256, const std::string* name = nullptr,
                 std::function<void()> on_closed = {})
@@ -237,7 +238,8 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   void drain() {
     if (closed_) return;
     if constexpr (draining_reader<Reader>) {
-      const bool patient = clock::now() < drain_until_ && !rt_.sinks_finished();
+      // Inside a run that waits for on_closed: also not past the end of every sink.
+      const bool patient = clock::now() < drain_until_ && !(on_closed_ && rt_.sinks_finished());
       if (!head_->on_flush() && patient) return later(std::chrono::microseconds{200});
       if (!reader_.settled() && patient) return later(std::chrono::milliseconds{1});
       reader_.close();
