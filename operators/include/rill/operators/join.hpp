@@ -354,16 +354,19 @@ struct join_stage final
     if constexpr (S == join_side::left) return {call::kind::left, S, in, {}, {}, std::move(r), std::nullopt};
     else return {call::kind::right, S, in, {}, {}, std::nullopt, std::move(r)};
   }
-  // What a late record of side S (key k) goes to: the side's late output, if any.
+  // What a late record of side S (key k) goes to: the side's late output, if any
+  // (without one, a lambda that captures nothing: it only drops the record).
   template <join_side S>
-  auto late_fn(const K& k) {
-    return [this, &k](record<std::conditional_t<S == join_side::left, A, B>>&& lr) {
-      if constexpr (S == join_side::left) {
-        if constexpr (!std::is_same_v<LateL, std::nullptr_t>) late_l(std::move(lr), k);
-      } else {
-        if constexpr (!std::is_same_v<LateR, std::nullptr_t>) late_r(std::move(lr), k);
-      }
-    };
+  auto late_fn([[maybe_unused]] const K& k) {
+    using V = std::conditional_t<S == join_side::left, A, B>;
+    if constexpr (std::is_same_v<std::conditional_t<S == join_side::left, LateL, LateR>, std::nullptr_t>) {
+      return [](record<V>&&) {};
+    } else {
+      return [this, &k](record<V>&& lr) {
+        if constexpr (S == join_side::left) late_l(std::move(lr), k);
+        else late_r(std::move(lr), k);
+      };
+    }
   }
   void count_late(std::uint64_t before) {
     if (st->late() != before) c->add(c->late, st->late() - before);
