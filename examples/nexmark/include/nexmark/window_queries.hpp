@@ -237,9 +237,11 @@ inline auto q5(rill::stream<event>&& events, window_query_options o = {}) {
     std::uint64_t num = 0;
     std::vector<q5_row> rows;
   };
+  // Only the auction id crosses to the key's worker (Flink's planner projects the same way).
   return std::move(events)
       .filter(is_bid)
-      .key_by([](const event& e) { return std::get<bid>(e).auction; })
+      .map([](const event& e) { return std::get<bid>(e).auction; })
+      .key_by([](const std::uint64_t& auction) { return auction; })
       .window(rill::sliding{.size = seconds{10}, .slide = seconds{2}}, {.max_delay = o.max_delay})
       .name("q5_count")
       .count()
@@ -263,9 +265,11 @@ inline auto q5(rill::stream<event>&& events, window_query_options o = {}) {
 
 /// q11 over a stream of events: bids per bidder session (gap 10 s).
 inline auto q11(rill::stream<event>&& events, window_query_options o = {}) {
+  // Only the bidder id crosses to the key's worker (Flink's planner projects the same way).
   return std::move(events)
       .filter(is_bid)
-      .key_by([](const event& e) { return std::get<bid>(e).bidder; })
+      .map([](const event& e) { return std::get<bid>(e).bidder; })
+      .key_by([](const std::uint64_t& bidder) { return bidder; })
       .window(rill::session{std::chrono::seconds{10}}, {.max_delay = o.max_delay})
       .name("q11_sessions")
       .count()
