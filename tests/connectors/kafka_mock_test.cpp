@@ -717,20 +717,23 @@ TEST_F(KafkaMock, FinalCommitCoversOnlyAssignedPartitionsCooperative) {
 // runtime and the consumer were destroyed.
 // Expected: every stop ends within 5 s; the committed offset is last processed + 1, which
 // in a holding cycle is the held record's offset (not done: the next cycle reads it
-// again); after all cycles the process's thread count and librdkafka's own
-// (rd_kafka_thread_cnt) are back to their baseline: every consumer was destroyed.
+// again); after all cycles and the producers' destruction the process's thread count and
+// librdkafka's own (rd_kafka_thread_cnt) are what they were before the test's first
+// client: every consumer was destroyed.
 TEST_F(KafkaMock, StopNeverHangsAndLeavesNoLibrdkafkaObjects) {
   constexpr int lanes = 10, cycles = 10;
+  for (int L = 0; L < lanes; ++L) topic(("c30-" + std::to_string(L)).c_str(), 1);
+  // The baseline before any client of the test exists: a producer starts a thread per
+  // broker once its first metadata reply names them, at a time no test can wait for.
+  const std::size_t threads0 = process_threads();
+  const int rdk_threads0 = rd_kafka_thread_cnt();
   std::vector<std::unique_ptr<RdKafka::Producer>> producers;
   for (int L = 0; L < lanes; ++L) {
-    topic(("c30-" + std::to_string(L)).c_str(), 1);
     std::string e;
     std::unique_ptr<RdKafka::Conf> pc(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     pc->set("bootstrap.servers", brokers_, e);
     producers.emplace_back(RdKafka::Producer::create(pc.get(), e));
   }
-  const std::size_t threads0 = process_threads();
-  const int rdk_threads0 = rd_kafka_thread_cnt();
   auto lane = [&](int L) {
     const std::string name = "c30-" + std::to_string(L);
     long long produced = 0;
@@ -778,6 +781,7 @@ TEST_F(KafkaMock, StopNeverHangsAndLeavesNoLibrdkafkaObjects) {
   std::vector<std::thread> ts;
   for (int L = 0; L < lanes; ++L) ts.emplace_back(lane, L);
   for (auto& t : ts) t.join();
+  producers.clear();  // rd_kafka_destroy joins their threads
   EXPECT_EQ(rd_kafka_thread_cnt(), rdk_threads0);
   EXPECT_EQ(process_threads(), threads0);
 }
