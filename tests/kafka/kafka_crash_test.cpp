@@ -110,11 +110,12 @@ TEST(KafkaCrash, SigkillWithOpenWindowsBehindKeyByLosesNothing) {
     kt::produce(in, kv, p);
   }
   const std::vector<long long> per(4, n / 4), per_final(4, n / 4 + 1);
-  // 500 µs of work per record: about 5 s for all. Windows fire as the slowest partition
-  // advances (per-partition watermarks), so the output grows only once every partition is
-  // being read; with 200 µs a run under load wrote all 20,000 before the kill.
-  const auto got = kill_restart_drain({RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "500", "window"},
-                                      in, out, group, n, 3000, per, per_final);
+  // 1 ms of work per record: about 10 s for all on 2 workers. Windows fire as the
+  // slowest partition advances (per-partition watermarks); kafka_pipe's small fetches
+  // interleave the partitions, so the output grows through the run and the kill at 1,000
+  // lands mid-run (under load, seconds pass between the poll that sees 1,000 and the kill).
+  const auto got = kill_restart_drain({RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "1000", "window"},
+                                      in, out, group, n, 1000, per, per_final);
   const auto [lost, dup] = tally(got, n, "w");
   int ends = 0;
   for (const auto& m : got) ends += m.key && m.key->rfind("end", 0) == 0;

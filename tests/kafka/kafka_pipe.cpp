@@ -46,10 +46,12 @@ int main(int argc, char** argv) {
                                 .guarantee = guarantee,
                                 // a killed member is noticed after 6 s (broker minimum), not 45 s
                                 .config = {{"session.timeout.ms", "6000"}}};
-  // count: small fetches, so the partitions' records arrive interleaved and windows fire
-  // as the run goes (one 1 MB fetch per partition would hand over one partition's whole
-  // backlog, seconds of SLOW_US work, before the next partition's first record).
-  if (mode == "count") so.config["max.partition.fetch.bytes"] = "4096";
+  // count and window: small fetches, so the partitions' records arrive interleaved and
+  // windows fire as the run goes (one 1 MB fetch per partition would hand over one
+  // partition's whole backlog, seconds of SLOW_US work, before the next partition's first
+  // record; per-partition watermarks then hold every window until the last partition is
+  // read, and a crash test's kill lands after all output was written).
+  if (mode == "count" || mode == "window") so.config["max.partition.fetch.bytes"] = "4096";
   rill::kafka_source<> src{so};
   const rill::kafka_sink_options sink_options{.brokers = brokers, .topic = argv[3],
                                               // outlives a broker restart (BrokerRestart test):
