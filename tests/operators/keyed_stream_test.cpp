@@ -467,6 +467,52 @@ TEST(keyed_stream, catch_up_lanes_come_and_go_in_bounded_memory) {
   }
 }
 
+// Output progress once per batch (docs/design.md "Keyed windows", Output progress).
+// Graph: vector_source(1 split: t = 0, 1, ..., 9999 ms, key i % 10) -> key_by -> tumbling
+// 1000 ms, delay 0 -> count -> a shared sink that logs writes and progress, 1 worker.
+// By hand: 10 windows x 10 keys = 100 results of count 100. The source hands over 256
+// records per loop turn (source_driver's slice) and flushes before the next: 40 turns,
+// so at most 40 markers from flushes and 11 from firing calls (10 windows, the end):
+// at most 51 markers, where telling per record gave one per record (10,000). Every
+// result comes after no marker larger than its time (end - 1 ms).
+TEST(keyed_stream, output_progress_is_told_per_batch_not_per_record) {
+  constexpr int n = 10000;
+  std::vector<rill::record<ev>> recs;
+  for (int i = 0; i < n; ++i) recs.push_back({ev{i, i % 10}, ms(i), std::nullopt, nullptr});
+  using result = rill::keyed_window_result<int, std::uint64_t>;
+  struct logging_sink {
+    std::vector<result> results;
+    std::size_t markers = 0, behind = 0;  // behind: results after a larger marker
+    event_time last = rill::event_time_min;
+    void write(std::size_t, rill::record<result>&& r) {
+      if (r.time < last) ++behind;
+      results.push_back(std::move(r.value));
+    }
+    void progress(std::size_t, event_time t) {
+      ++markers;
+      last = std::max(last, t);
+    }
+    void end(std::size_t) {}
+  };
+  auto sink = std::make_shared<logging_sink>();
+  rill::runtime rt{{.workers = 1, .topology = "1 node x 1 cores"}};
+  rt.run(rill::from(rill::vector_source<ev>{{recs}})
+             .key_by(key_of)
+             .window(rill::tumbling{1000ms}, {.max_delay = 0ms})
+             .count()
+             .sink(sink));
+  std::map<std::pair<int, std::int64_t>, std::uint64_t> got;
+  for (const auto& r : sink->results) got[{r.key, to_ms(r.start)}] = r.value;
+  std::map<std::pair<int, std::int64_t>, std::uint64_t> want;
+  for (int k = 0; k < 10; ++k)
+    for (std::int64_t w = 0; w < 10; ++w) want[{k, w * 1000}] = 100;
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(sink->results.size(), 100u);
+  EXPECT_EQ(sink->behind, 0u);
+  EXPECT_GE(sink->markers, 10u);
+  EXPECT_LE(sink->markers, 51u);
+}
+
 TEST(keyed_stream, tumbling_count_on_two_workers_matches_a_map) {
   constexpr int n = 100000;
   std::mt19937_64 rng{7};

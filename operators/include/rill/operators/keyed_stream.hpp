@@ -91,7 +91,13 @@ struct keyed_window_stage final
   stage_counters* c;
   stage_in<output>* down = nullptr;
   std::size_t inputs_left;
-  event_time sent = event_time_min;
+  // Output progress (docs/design.md "Keyed windows"): `sent` is the watermark downstream
+  // may be told (raised only when no window was due at it, after the results before it),
+  // `told` what it was told. The loop-stack paths raise only `sent`, and on_flush tells
+  // it (the exchange before this stage flushes it after every batch and after records it
+  // delivered in place): one marker per batch instead of one per record. The fiber's
+  // calls tell at once.
+  event_time sent = event_time_min, told = event_time_min;
 
   // Catch-up lanes (docs/design.md "Kafka source"). A record of a partitioned source that
   // its source driver marked catching_up (its partition's time is behind progress already
@@ -139,11 +145,20 @@ struct keyed_window_stage final
     };
   }
   void advance() {
+    raise_sent();
+    tell();
+  }
+  void raise_sent() {
     const auto w = agg.watermark();
     if (w > sent) {
       sent = w;
       if (w < event_time_max) c->watermark.store(w.time_since_epoch().count(), std::memory_order_relaxed);
-      down->on_progress(0, w);
+    }
+  }
+  void tell() {
+    if (sent > told) {
+      told = sent;
+      down->on_progress(0, sent);
     }
   }
   // Look-ahead: a record waits here until `lookahead` more have arrived, and its state
@@ -214,7 +229,7 @@ struct keyed_window_stage final
     if (lanes.empty() && !this->busy() && r.time >= agg.watermark()) {  // folds without emitting
       const K k = key(static_cast<const T&>(r.value.value));
       agg.fold_on_time(in, k, r.value.hash, r.value.value, r.time, advances_progress(r), std::move(r.ack), now());
-      if (!agg.due()) return advance();
+      if (!agg.due()) return raise_sent();
       return this->submit({call::kind::fire, 0, {}, {}, std::nullopt});
     }
     this->submit({call::kind::record, in, {}, {}, std::move(r)});
@@ -224,7 +239,7 @@ struct keyed_window_stage final
   void apply_progress(std::size_t in, event_time t) {
     if (lanes.empty() && !this->busy()) {
       agg.observe(in, t, now());
-      if (!agg.due()) return advance();
+      if (!agg.due()) return raise_sent();
       return this->submit({call::kind::fire, 0, {}, {}, std::nullopt});
     }
     this->submit({call::kind::progress, in, t, {}, std::nullopt});
@@ -243,10 +258,11 @@ struct keyed_window_stage final
     process_waiting();
     this->submit({call::kind::end, in, {}, {}, std::nullopt});
   }
-  /// Processes what waits in the look-ahead, pushes downstream buffers on; false while
-  /// busy (suspended or holding inputs).
+  /// Processes what waits in the look-ahead, tells downstream the watermark (`sent`),
+  /// pushes downstream buffers on; false while busy (suspended or holding inputs).
   bool on_flush() override {
     process_waiting();
+    tell();
     const bool d = down->on_flush();
     return d && !this->busy();
   }
@@ -255,6 +271,7 @@ struct keyed_window_stage final
   /// The idle-input ticker; skipped while busy (the next tick does its work).
   void tick(steady_time t) {
     process_waiting();
+    tell();
     if (!this->busy()) this->submit({call::kind::tick, 0, {}, t, std::nullopt});
   }
 
