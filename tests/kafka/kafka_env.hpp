@@ -215,7 +215,8 @@ inline std::vector<msg> consume_committed(const std::string& topic, int partitio
   return out;
 }
 
-/// Committed offsets of `group` for partitions 0..n-1 (-1001 = none).
+/// Committed offsets of `group` for partitions 0..n-1 (-1001 = none, or no answer within
+/// three attempts of 10 s).
 inline std::vector<long long> committed(const std::string& group, const std::string& topic, int n) {
   std::string err;
   std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
@@ -224,7 +225,9 @@ inline std::vector<long long> committed(const std::string& group, const std::str
   std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), err));
   std::vector<RdKafka::TopicPartition*> tps;
   for (int p = 0; p < n; ++p) tps.push_back(RdKafka::TopicPartition::create(topic, p));
-  k->committed(tps, 10000);
+  // A loaded broker may not answer in time: asked again, up to three times.
+  RdKafka::ErrorCode e = RdKafka::ERR__TIMED_OUT;
+  for (int attempt = 0; attempt < 3 && e == RdKafka::ERR__TIMED_OUT; ++attempt) e = k->committed(tps, 10000);
   std::vector<long long> out;
   for (auto* tp : tps) out.push_back(tp->offset());
   RdKafka::TopicPartition::destroy(tps);
@@ -233,7 +236,7 @@ inline std::vector<long long> committed(const std::string& group, const std::str
 }
 
 /// Sum of the high watermarks (end offsets) of `topic`'s partitions 0..n-1; a partition
-/// the broker does not answer for within 5 s counts 0.
+/// the broker does not answer for within three attempts of 5 s counts 0.
 inline long long end_offsets(const std::string& topic, int n) {
   std::string err;
   std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
@@ -242,7 +245,10 @@ inline long long end_offsets(const std::string& topic, int n) {
   long long sum = 0;
   for (int i = 0; i < n; ++i) {
     int64_t lo = 0, hi = 0;
-    if (p->query_watermark_offsets(topic, i, &lo, &hi, 5000) == RdKafka::ERR_NO_ERROR) sum += hi;
+    RdKafka::ErrorCode e = RdKafka::ERR__TIMED_OUT;
+    for (int attempt = 0; attempt < 3 && e == RdKafka::ERR__TIMED_OUT; ++attempt)
+      e = p->query_watermark_offsets(topic, i, &lo, &hi, 5000);
+    if (e == RdKafka::ERR_NO_ERROR) sum += hi;
   }
   return sum;
 }

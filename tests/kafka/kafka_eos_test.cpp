@@ -100,26 +100,35 @@ class feeder {
 
 /// Runs `cmd` and SIGKILLs it `kills` times, restarting it each time, while `feed` writes
 /// the input: each run is killed a seeded random 0..1 s after it first wrote to `out`
-/// (or after 3 s), so that the kills land while it processes. Then lets the last run
-/// go until the group's committed offsets reach `per`, and stops it with SIGTERM (exit 0).
+/// (or after 3 s), so that the kills land while it processes. A run may end by itself
+/// before its kill, with exit status 1: a partition it read past its last commit was lost
+/// (its static member's session expired on a loaded machine), which ends an exactly-once
+/// run by design (docs/design.md "Exactly-once", Rebalances); it is restarted like a
+/// killed one, and at most a quarter of the runs may end so. Then lets the last run go
+/// until the group's committed offsets reach `per`, and stops it with SIGTERM (exit 0).
 void kill_many(const std::vector<std::string>& cmd, const std::string& in, const std::string& out,
                const std::string& group, int kills, unsigned seed, const std::vector<long long>& per,
                feeder& feed) {
   if (const char* k = std::getenv("RILL_KAFKA_EOS_KILLS")) kills = std::atoi(k);  // shorter runs by hand
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> delay_ms(0, 1000);
+  int ended = 0;  // runs that ended by themselves (see above)
   for (int k = 0; k < kills; ++k) {
     const auto written = kt::end_offsets(out, 4);
     reaper r{spawn(cmd)};
     ASSERT_GT(r.p, 0);
     kt::wait_for([&] { return kt::end_offsets(out, 4) > written; }, 3s);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
-    ASSERT_EQ(::kill(r.p, SIGKILL), 0);
+    ::kill(r.p, SIGKILL);  // fails only when the run already ended by itself
     int st = 0;
     ::waitpid(r.p, &st, 0);
     r.p = -1;
-    ASSERT_TRUE(WIFSIGNALED(st)) << "kill " << k << ": the pipeline ended by itself (status " << st << ")";
+    if (!WIFSIGNALED(st)) {
+      ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << "kill " << k << ": the run ended with status " << st;
+      ++ended;
+    }
   }
+  EXPECT_LE(ended, kills / 4) << "runs that ended by themselves (partition lost) instead of being killed";
   feed.join();
   const auto before = kt::committed(group, in, int(per.size()));
   long long left = 0;
@@ -138,7 +147,7 @@ void kill_many(const std::vector<std::string>& cmd, const std::string& in, const
   r.p = -1;
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
-  std::cerr << "eos: " << kills << " kills; " << left << " inputs were not committed before the last restart\n";
+  std::cerr << "eos: " << kills - ended << " kills, " << ended << " runs ended by themselves; " << left << " inputs were not committed before the last restart\n";
 }
 
 /// Per key "k<i>" (i < n) how often `got` has it, with value "v<i>"; {missing, duplicates}.
