@@ -38,5 +38,6 @@
 #include "rill/core/watermark.hpp"
 #include "rill/operators/join.hpp"
 #include "rill/operators/stream.hpp"
+#include "rill/operators/two_phase.hpp"
 #include "rill/operators/window_sort.hpp"
 #include "rill/connectors/ordered_sink.hpp"

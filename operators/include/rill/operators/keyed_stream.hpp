@@ -73,6 +73,12 @@ namespace rill {
 
 namespace detail {
 
+/// The late "side output" of the local stage of rill::two_phase_aggregate
+/// (<rill/operators/two_phase.hpp>): a record whose window this stage already emitted
+/// is emitted at once as a result of its own (the aggregate of that one record, for the
+/// record's window), so the global stage after the exchange decides whether it is late.
+struct late_as_partial {};
+
 /// A keyed window's instance on one worker. Firing is bounded by downstream capacity:
 /// every call that may emit runs on the stage's fiber and stops, at the window's next key,
 /// when downstream is not ready (<rill/operators/resumable.hpp>); a record at or after the
@@ -287,8 +293,18 @@ struct keyed_window_stage final
         const auto late_before = a.late();
         a.push_value(l ? 0 : k.in, kk, r.value.hash, r.value.value, r.time, l ? !l->caught_up : advances_progress(r),
                      std::move(r.ack), l ? steady_time{} : now(), emit, [&](event_time s, event_time e) {
-                       if constexpr (!std::is_same_v<Late, std::nullptr_t>)
+                       if constexpr (std::is_same_v<Late, late_as_partial>) {
+                         // Downstream first learns the watermark this record is late at,
+                         // so the global stage judges it at the same watermark.
+                         raise_sent();
+                         tell();
+                         auto acc = agg_fn.init();
+                         agg_fn.add(acc, static_cast<const T&>(r.value.value));
+                         emit(record<output>{output{kk, s, e, agg_fn.result(acc)}, e - std::chrono::nanoseconds{1},
+                                             std::nullopt, std::move(r.ack)});
+                       } else if constexpr (!std::is_same_v<Late, std::nullptr_t>) {
                          late_fn(record<T>{std::move(r.value.value), r.time, r.position, std::move(r.ack)}, kk, s, e);
+                       }
                      });
         if (a.late() != late_before) c->add(c->late, a.late() - late_before);
         if (l) {
