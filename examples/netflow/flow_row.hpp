@@ -7,10 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,19 +54,31 @@ inline flow_row row_of(const flow_window& w) {
 /// direction-normalised 5-tuple, aggregated (flow_stats) per tumbling window of `window`
 /// (whole_capture: one window) with max out-of-order delay `delay`; one flow_row per
 /// (window, conversation). A stop drains: open windows fire
-/// (window_options::stop_policy::fire), as at end of input.
+/// (window_options::stop_policy::fire), as at end of input. `two_phase`: aggregate on the
+/// worker that decoded the packet first and merge per key after the exchange
+/// (rill::two_phase_aggregate: the same rows, one accumulator per flow and worker crosses
+/// the exchange instead of every packet); needs idle_timeout 0. `late_packets` (two
+/// phases only, may be null) counts the packets of the partial aggregates dropped as
+/// late; with one phase the window stage's `late` counter counts them.
 template <class Packets>
 auto count_flows(Packets&& packets, std::chrono::nanoseconds window, std::chrono::nanoseconds delay,
-                 std::chrono::nanoseconds idle_timeout = {}) {
-  return std::forward<Packets>(packets)
-      .filter([](const rill::packet& p) { return p.key.proto != rill::ip_proto::non_ip; })
-      .key_by([](const rill::packet& p) { return p.key; })
-      .window(rill::tumbling{window}, {.max_delay = delay,
-                                       .idle_timeout = idle_timeout,
-                                       .on_stop = rill::window_options::stop_policy::fire})
-      .name("window")
-      .aggregate(flow_stats{})
-      .map([](flow_window&& w) { return row_of(w); });
+                 std::chrono::nanoseconds idle_timeout = {}, bool two_phase = false,
+                 std::shared_ptr<std::atomic<std::uint64_t>> late_packets = nullptr) {
+  auto ip = std::forward<Packets>(packets).filter(
+      [](const rill::packet& p) { return p.key.proto != rill::ip_proto::non_ip; });
+  auto key = [](const rill::packet& p) { return p.key; };
+  const rill::window_options o{
+      .max_delay = delay, .idle_timeout = idle_timeout, .on_stop = rill::window_options::stop_policy::fire};
+  auto to_row = [](flow_window&& w) { return row_of(w); };
+  if (two_phase)
+    return rill::two_phase_aggregate(
+               std::move(ip), key, rill::tumbling{window}, o, flow_stats{}, "window", std::hash<rill::flow_key>{},
+               [late_packets](const rill::window_partial<rill::flow_key, flow_stats::accumulator>& p) {
+                 const auto v = flow_stats{}.result(p.value);
+                 if (late_packets) late_packets->fetch_add(v.a_to_b.packets + v.b_to_a.packets);
+               })
+        .map(to_row);
+  return std::move(ip).key_by(key).window(rill::tumbling{window}, o).name("window").aggregate(flow_stats{}).map(to_row);
 }
 
 /// What a line holds besides the key and the counts.

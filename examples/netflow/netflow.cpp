@@ -5,6 +5,9 @@
 //     -> filter(IP only) -> key_by(5-tuple)
 //     -> window(tumbling --window, --max-delay; --conversations: one window)
 //     -> aggregate(flow_stats: packets, bytes, TCP flags per direction; first, last)
+//     (capture files on 2 or more workers: aggregated in two phases, on the decoding
+//     worker and after key_by per flow, rill::two_phase_aggregate; --one-phase: key_by
+//     moves every packet)
 //     -> ordered_sink (JSON lines or CSV, sorted by window then conversation)
 //
 // Run with no arguments it reads real captures that Debian packages ship (python3-dpkt's
@@ -157,7 +160,7 @@ struct cli {
   std::size_t workers = 0;
   std::uint16_t metrics_port = 0;
   std::int64_t stall_ms = 100;
-  bool progress = false, rebalance = false, enrich = false, conversations = false;
+  bool progress = false, rebalance = false, enrich = false, conversations = false, one_phase = false;
   netflow_kafka::options kafka;
 
   std::optional<int> parse(int argc, char** argv) {
@@ -206,6 +209,9 @@ struct cli {
     app.add_flag("--rebalance", rebalance,
                  "decode on every worker: the reader hands raw frames to the workers of its NUMA "
                  "node (numa_ring)");
+    app.add_flag("--one-phase", one_phase,
+                 "files on 2 or more workers: move every packet to its flow's worker instead of "
+                 "aggregating on the decoding worker first (two-phase aggregation)");
     netflow_kafka::add_options(app, kafka);
     // Kafka-only options need --brokers; file-mode-only options are refused in Kafka mode,
     // and --input in the analysis (CLI11 needs/excludes: exit 2 naming both).
@@ -214,7 +220,7 @@ struct cli {
       app.get_option(k)->needs(brokers_opt);
     for (const char* f : {"--output", "--summary", "--progress", "--rebalance", "--enrich", "--interface",
                           "--metrics-port", "--report", "--stall-threshold", "--format", "--conversations",
-                          "--filter", "--ipfix"})
+                          "--filter", "--ipfix", "--one-phase"})
       app.get_option(f)->excludes(brokers_opt);
     // The report plots rates per window: one window of the whole capture has none.
     conv_opt->excludes(app.get_option("--report"));
@@ -306,8 +312,10 @@ json top_talkers(const conversation_map& conversations, std::size_t top) {
   return out;
 }
 
+// `late`: packets dropped as late (the window stage's counter with one phase; the packets
+// of the late partial aggregates with two).
 json summary_of(const rill::pcap_source_stats& stats, const rill::run_report& rep, const conversation_map& conversations,
-                std::size_t lines, std::uint64_t enrich_errors, std::size_t workers) {
+                std::size_t lines, std::uint64_t enrich_errors, std::size_t workers, std::uint64_t late) {
   const auto p = stats.packets.load();
   json by_proto;
   for (auto proto : {rill::ip_proto::tcp, rill::ip_proto::udp, rill::ip_proto::icmp, rill::ip_proto::icmpv6,
@@ -319,7 +327,7 @@ json summary_of(const rill::pcap_source_stats& stats, const rill::run_report& re
           {"non_ip", stats.by_proto[std::size_t(rill::ip_proto::non_ip)].load()},
           {"truncated", stats.truncated.load()},
           {"filtered", stats.filtered.load()},
-          {"late", rep.stage("window").late},
+          {"late", late},
           {"conversations", conversations.size()},
           {"windows_rows", lines},
           {"top_talkers", top_talkers(conversations, 10)},
@@ -412,7 +420,11 @@ int main(int argc, char** argv) {
                                  : rill::from(std::move(src));
     // Files end by themselves; a quiet live interface must not hold the watermark. (Idle
     // on files would make the output depend on read speed.)
-    auto rows = netflow::count_flows(std::move(packets), a.window, a.delay, a.interface.empty() ? 0s : 5s);
+    // Two phases where they pay: several workers, and no idle timeout (capture files).
+    const bool two_phase = a.interface.empty() && rt.worker_count() > 1 && !a.one_phase;
+    auto late_packets = std::make_shared<std::atomic<std::uint64_t>>(0);
+    auto rows = netflow::count_flows(std::move(packets), a.window, a.delay, a.interface.empty() ? 0s : 5s, two_phase,
+                                     late_packets);
     // A failed lookup keeps the row (null fields) and is counted: nothing is lost (the
     // error side output hands the row to the sink as it is, on the same worker).
     auto enrich_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
@@ -439,7 +451,8 @@ int main(int argc, char** argv) {
 
     // 3. The report.
     const bool output_ok = finish_output(out, a.output, write_errno);
-    json summary = summary_of(*stats, rep, conversations, lines, enrich_errors->load(), rt.worker_count());
+    json summary = summary_of(*stats, rep, conversations, lines, enrich_errors->load(), rt.worker_count(),
+                              two_phase ? late_packets->load() : rep.stage("window").late);
     bool ipfix_ok = true;
     if (ipfix) {
       ipfix->flush();
