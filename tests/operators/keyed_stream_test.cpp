@@ -647,24 +647,10 @@ void check_on_two_workers(Assigner assigner, const model::options& mo,
   EXPECT_EQ(last_end.size(), 2u);
 }
 
-model::stream_options two_worker_stream(std::int64_t grain, std::int64_t disorder) {
-  return {.seed = 11,
-          .records = 100000,
-          .keys = 200,
-          .start = -20000,
-          .step = 2 * grain,
-          .grain = grain,
-          .disorder = disorder,
-          .late_fraction = 0.03,
-          .late_span = 3000,
-          .inputs = 1,
-          .progress_fraction = 0};
-}
-
 // Sliding 1000 ms every 300 ms (does not divide), delay 200 ms, 100,000 records over 200
 // keys, 3 % of them late by more than the delay.
 TEST(keyed_stream, sliding_count_on_two_workers_matches_reference) {
-  const auto evs = model::make_stream(two_worker_stream(1, 200));
+  const auto evs = model::make_stream(model::one_input_stream(1, 200));
   check_on_two_workers(
       rill::sliding{.size = 1000ms, .slide = 300ms},
       {.s = model::options::shape::aligned, .size = 1000, .slide = 300, .delay = 200}, evs,
@@ -674,7 +660,7 @@ TEST(keyed_stream, sliding_count_on_two_workers_matches_reference) {
 // Sessions, gap 800 ms, delay 199 ms (even times, odd delay: W never equals a session's
 // end; see keyed_window_test.cpp session_matches_reference).
 TEST(keyed_stream, session_on_two_workers_matches_reference) {
-  const auto evs = model::make_stream(two_worker_stream(2, 198));
+  const auto evs = model::make_stream(model::one_input_stream(2, 198));
   check_on_two_workers(rill::session{800ms},
                        {.s = model::options::shape::session, .gap = 800, .delay = 199}, evs,
                        "session 800 ms");

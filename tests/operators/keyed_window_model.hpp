@@ -386,4 +386,21 @@ inline std::vector<event> make_stream(const stream_options& so) {
   return evs;
 }
 
+/// One input, 100,000 records over 200 keys from -20 s, 3 % of them late by up to 3 s
+/// beyond `disorder`, no progress markers: the stream the runtime tests feed through one
+/// split (each record's frontier is then the model's).
+inline stream_options one_input_stream(std::int64_t grain, std::int64_t disorder) {
+  return {.seed = 11,
+          .records = 100000,
+          .keys = 200,
+          .start = -20000,
+          .step = 2 * grain,
+          .grain = grain,
+          .disorder = disorder,
+          .late_fraction = 0.03,
+          .late_span = 3000,
+          .inputs = 1,
+          .progress_fraction = 0};
+}
+
 }  // namespace keyed_window_model

@@ -141,32 +141,18 @@ void check_against_model(Assigner assigner, const model::options& mo, const std:
   EXPECT_EQ(rep.stage("w").out, want.rows.size());
 }
 
-model::stream_options one_input_stream(std::int64_t grain, std::int64_t disorder) {
-  return {.seed = 11,
-          .records = 100000,
-          .keys = 200,
-          .start = -20000,
-          .step = 2 * grain,
-          .grain = grain,
-          .disorder = disorder,
-          .late_fraction = 0.03,
-          .late_span = 3000,
-          .inputs = 1,
-          .progress_fraction = 0};
-}
-
 // Tumbling 1000 ms, delay 200 ms; 3 % of the records late by more than the delay.
 TEST(two_phase, tumbling_with_late_records_matches_reference) {
   check_against_model(rill::tumbling{1000ms}, {.s = model::options::shape::aligned, .size = 1000, .slide = 1000,
                                                .delay = 200},
-                      model::make_stream(one_input_stream(1, 200)), "tumbling 1000 ms");
+                      model::make_stream(model::one_input_stream(1, 200)), "tumbling 1000 ms");
 }
 
 // Sliding 1000 ms every 300 ms (slices of 100 ms cross the exchange), delay 200 ms.
 TEST(two_phase, sliding_with_late_records_matches_reference) {
   check_against_model(rill::sliding{.size = 1000ms, .slide = 300ms},
                       {.s = model::options::shape::aligned, .size = 1000, .slide = 300, .delay = 200},
-                      model::make_stream(one_input_stream(1, 200)), "sliding 1000/300 ms");
+                      model::make_stream(model::one_input_stream(1, 200)), "sliding 1000/300 ms");
 }
 
 // Allowed lateness 1500 ms: records late by up to that much re-emit their windows
@@ -174,7 +160,7 @@ TEST(two_phase, sliding_with_late_records_matches_reference) {
 TEST(two_phase, allowed_lateness_updates_match_reference) {
   check_against_model(rill::tumbling{1000ms}, {.s = model::options::shape::aligned, .size = 1000, .slide = 1000,
                                                .delay = 200, .lateness = 1500},
-                      model::make_stream(one_input_stream(1, 200)), "tumbling 1000 ms, lateness 1500 ms");
+                      model::make_stream(model::one_input_stream(1, 200)), "tumbling 1000 ms, lateness 1500 ms");
 }
 
 // Hand-worked, 1 worker: records (key 1, 1 s) (key 1, 3 s) (key 2, 4 s) (key 1, 12 s),
