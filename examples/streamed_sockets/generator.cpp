@@ -91,8 +91,10 @@ int generator(const config& c) {
       (unsigned long long)sent, double(sent * blob) / 1e9, el, double(sent * blob) / 1e9 / el,
       (unsigned long long)real_sent, (unsigned long long)real_got);
   std::printf(
-      "latency: average %.3f ms, p1/p10/p50/p90/p99 = %.3f/%.3f/%.3f/%.3f/%.3f ms (N = %llu)\n",
-      lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), (unsigned long long)lat.count());
+      "latency: average %.3f ms, p1/p10/p50/p90/p99/p99.9 = %.3f/%.3f/%.3f/%.3f/%.3f/%.3f ms (N = "
+      "%llu)\n",
+      lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), pct(99.9),
+      (unsigned long long)lat.count());
   return real_got == real_sent ? 0 : 1;
 }
 
