@@ -26,7 +26,8 @@ int relay(const config& c) {
         rill::segment_file_options{.directory = c.dir,
                                    .prefix = c.role,
                                    .record_bytes = blob,
-                                   .records_per_segment = c.segment_records});
+                                   .records_per_segment = c.segment_records,
+                                   .write_on_caller = !c.disk_thread});
     out.add(rill::fan_out::to(*files, rill::fan_out::slow::backpressure, "disk"));
   }
   in.on_error([](const std::error_code&, const std::string& m) {
@@ -37,7 +38,8 @@ int relay(const config& c) {
                  (unsigned long long)b);
   });
   // Backpressure: a full target pauses the receiver; a TCP sink's on_writable resumes it.
-  // The disk has no callback (its thread drains it): a 1 ms timer looks again meanwhile.
+  // Disk written on the loop is always ready; on its own thread (--disk-thread) it has no
+  // callback (the thread drains it): a 1 ms timer looks again meanwhile.
   bool paused = false;
   asio::steady_timer retry{io};
   std::function<void()> wait_ready = [&] {
