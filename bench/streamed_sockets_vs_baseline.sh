@@ -4,9 +4,9 @@
 #                                         [--half-rate GB/s] [--build DIR] [--only full|half]
 # Two phases, each N pairs (default 5), rill and bench/tcp_chain_baseline alternating
 # (rill first in odd pairs, the baseline first in even pairs):
-#   full: as fast as possible, disk on (--bytes, default 512 MiB);
+#   full: as fast as possible, disk on (--bytes, default 1 GiB);
 #   half: paced at half the baseline's median full-speed GB/s (or --half-rate), disk on,
-#         one write per 250 us (--half-bytes, default 512 MiB).
+#         one write per 250 us (--half-bytes, default 1 GiB).
 # Every run: GB/s at the terminator, CPU-s per GB of the five processes (user + sys),
 # p50/p99/p99.9 of the real requests' round trip, and the MD5 of the indexer's against
 # the forwarder's segment files (MATCH = equal and every byte there). Prints one line per
@@ -16,7 +16,7 @@
 # 2 bad arguments.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-pairs=5 bytes=$((512 << 20)) half_bytes=$((512 << 20)) half_rate="" build="$root/build" only=""
+pairs=5 bytes=$((1 << 30)) half_bytes=$((1 << 30)) half_rate="" build="$root/build" only=""
 usage() { echo "streamed_sockets_vs_baseline.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage "$1 needs a value"
