@@ -18,7 +18,9 @@
 // connector.
 //
 //   tcp_chain_baseline [--bytes N] [--rate GB/s] [--tick us] [--real-rate N/s] [--no-disk]
-//                      [--single] [--dir DIR]
+//                      [--single] [--dir DIR] [--keep]
+//   --keep: leave the segment files (DIR/indexer-*.seg, DIR/forwarder-*.seg) for an MD5
+//           check; by default DIR is removed at the end.
 //   --single: generator --> terminator only (one loopback connection, no disk, no real
 //             requests).
 //
@@ -150,7 +152,7 @@ struct options {
   std::uint64_t bytes = std::uint64_t{256} << 20;
   double rate_gbps = 0, real_per_s = 1000;
   std::chrono::microseconds tick{250};  // paced: sleep between two writes (as streamed_sockets)
-  bool disk = true, single = false;
+  bool disk = true, single = false, keep = false;
   std::string dir = "/tmp/tcp_chain_baseline";
 };
 
@@ -228,8 +230,9 @@ int generator(const options& o, int out, int back) {
       "%llu\n",
       (unsigned long long)sent, el, double(sent * blob) / 1e9 / el, (unsigned long long)real_sent, answered);
   std::printf(
-      "latency: average %.3f ms, p1/p10/p50/p90/p99 = %.3f/%.3f/%.3f/%.3f/%.3f ms (N = %llu)\n",
-      lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), answered);
+      "latency: average %.3f ms, p1/p10/p50/p90/p99/p99.9 = %.3f/%.3f/%.3f/%.3f/%.3f/%.3f ms (N = "
+      "%llu)\n",
+      lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), pct(99.9), answered);
   return lat.count() == real_sent ? 0 : 1;
 }
 
@@ -307,6 +310,8 @@ int main(int argc, char** argv) {
       o.real_per_s = std::stod(next());
     else if (a == "--dir")
       o.dir = next();
+    else if (a == "--keep")
+      o.keep = true;
     else if (a == "--no-disk")
       o.disk = false;
     else if (a == "--single")
@@ -314,7 +319,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: tcp_chain_baseline [--bytes N] [--rate GB/s] [--tick us] "
-                   "[--real-rate N/s] [--no-disk] [--single] [--dir DIR]\n");
+                   "[--real-rate N/s] [--no-disk] [--single] [--dir DIR] [--keep]\n");
       return 2;
     }
   }
@@ -428,6 +433,6 @@ int main(int argc, char** argv) {
   std::printf("baseline %s%s: %.3f GB, real %.2f s, user %.2f s, sys %.2f s = %.2f CPU-s/GB\n",
               o.single ? "single connection" : "five-process chain", o.disk ? " + disk" : "",
               double(o.bytes) / 1e9, el, user, sys, (user + sys) / (double(o.bytes) / 1e9));
-  if (o.disk) std::system(("rm -rf '" + o.dir + "'").c_str());
+  if (o.disk && !o.keep) std::system(("rm -rf '" + o.dir + "'").c_str());
   return rc;
 }

@@ -587,9 +587,11 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
 
   /// Fixed framing, `n` new bytes at buf + carry. False when the connection was dropped.
   bool consume_whole(std::size_t n) {
-    std::span<const std::byte> in(buf.data() + carry, n);
-    if (!take_hello(in)) return false;
-    if (carry) in = std::span<const std::byte>(buf.data(), carry + in.size());
+    std::span<const std::byte> fresh(buf.data() + carry, n);
+    if (!take_hello(fresh)) return false;
+    // The records start at buf[0] (the carried bytes of an incomplete record) or, with
+    // nothing carried, behind what take_hello consumed.
+    std::span<std::byte> in(buf.data() + (carry ? 0 : n - fresh.size()), carry + fresh.size());
     const std::size_t rs = o.framing.size, count = in.size() / rs;
     const std::size_t skipped = std::min<std::uint64_t>(skip, count);
     if (skipped) {

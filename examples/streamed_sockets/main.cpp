@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
                  "bytes buffered per TCP destination before backpressure")
       ->check(rill_examples::whole_number(1, pib));
   app.add_flag("--nagle", c.nagle, "leave Nagle's algorithm on (default: TCP_NODELAY)");
+  app.add_flag("--disk-thread", c.disk_thread,
+               "indexer/forwarder: write segment files on a thread of their own (default: "
+               "write(2) on the loop, from the receive buffer)");
   app.add_option("--metrics-port", c.metrics_port,
                  "serve Prometheus metrics on 127.0.0.1:PORT/metrics while running (0 = off)");
   try {

@@ -26,7 +26,8 @@ int relay(const config& c) {
         rill::segment_file_options{.directory = c.dir,
                                    .prefix = c.role,
                                    .record_bytes = blob,
-                                   .records_per_segment = c.segment_records});
+                                   .records_per_segment = c.segment_records,
+                                   .write_on_caller = !c.disk_thread});
     out.add(rill::fan_out::to(*files, rill::fan_out::slow::backpressure, "disk"));
   }
   in.on_error([](const std::error_code&, const std::string& m) {
@@ -36,9 +37,9 @@ int relay(const config& c) {
     std::fprintf(stderr, "%s: gap [%llu, %llu)\n", c.role.c_str(), (unsigned long long)a,
                  (unsigned long long)b);
   });
-  std::vector<std::byte> batch;
   // Backpressure: a full target pauses the receiver; a TCP sink's on_writable resumes it.
-  // The disk has no callback (its thread drains it): a 1 ms timer looks again meanwhile.
+  // Disk written on the loop is always ready; on its own thread (--disk-thread) it has no
+  // callback (the thread drains it): a 1 ms timer looks again meanwhile.
   bool paused = false;
   asio::steady_timer retry{io};
   std::function<void()> wait_ready = [&] {
@@ -56,12 +57,10 @@ int relay(const config& c) {
   };
   for (auto& s : sinks) s->on_writable([&] { wait_ready(); });
   // One call per read: n records back to back in `wire` (the receiver's buffer).
-  in.on_batch([&](std::uint64_t first, std::span<const std::byte> wire, std::size_t n) {
-    if (stamp) {  // the indexer writes the index into bytes 0..7: a copy it may change
-      batch.assign(wire.begin(), wire.end());
-      for (std::size_t i = 0; i < n; ++i) put64(batch.data() + i * blob, first + i);
-      wire = batch;
-    }
+  // The indexer writes the index into bytes 0..7 in place, in the receiver's buffer.
+  in.on_batch([&](std::uint64_t first, std::span<std::byte> wire, std::size_t n) {
+    if (stamp)
+      for (std::size_t i = 0; i < n; ++i) put64(wire.data() + i * blob, first + i);
     if (answer)
       for (std::size_t off = 0; off < wire.size(); off += blob)
         if (wire[off + 8] == std::byte{1}) reply->write(wire.subspan(off, blob));

@@ -42,7 +42,12 @@ struct config {
   double real_per_s = 1000;  // generator: real requests per second
   std::chrono::microseconds tick{250};  // generator, paced: time between two writes
   bool nagle = false, quiet = false;
-  std::size_t buffer_bytes = std::size_t{1} << 20;         // per TCP destination (bounded queue)
+  // indexer/forwarder: segment files written by a thread of their own (a copy and a
+  // hand-over per chunk) instead of write(2) on the loop, from the receive buffer.
+  bool disk_thread = false;
+  // Per TCP destination (bounded queue): at full speed every hop's queue is full, so the
+  // round trip grows with it; 256 KiB is one batch of the generator.
+  std::size_t buffer_bytes = std::size_t{256} << 10;
   std::uint64_t segment_records = std::uint64_t{1} << 20;  // 32 MiB segment files
   std::uint16_t metrics_port = 0;  // Prometheus endpoint on 127.0.0.1 (0 = off)
   // The role's metrics (one cell: each role runs one io thread); served on metrics_port.

@@ -627,15 +627,20 @@ TEST(fan_out, backpressure_target_pauses_drop_target_counts) {
 
 // ---------------------------------------------------------------- segment files
 
-TEST(segment_file_sink, names_by_first_and_last_index_and_content) {
-  const auto dir = std::filesystem::path(RILL_TEST_BINARY_DIR) / "segfiles";
+// Both ways of writing (the sink's thread; write(2) on the caller's) give the same files.
+class segment_files : public ::testing::TestWithParam<bool> {};
+
+TEST_P(segment_files, names_by_first_and_last_index_and_content) {
+  const auto dir = std::filesystem::path(RILL_TEST_BINARY_DIR) /
+                   (GetParam() ? "segfiles_caller" : "segfiles_thread");
   std::filesystem::remove_all(dir);
   {
     rill::segment_file_sink s{{.directory = dir.string(),
                                .prefix = "ix",
                                .record_bytes = 8,
                                .records_per_segment = 4,
-                               .chunk_bytes = 24}};
+                               .chunk_bytes = 24,
+                               .write_on_caller = GetParam()}};
     for (std::uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(s.write_framed(rec8(i), 1));
     s.close();
     EXPECT_EQ(s.records_written(), 10u);
@@ -652,6 +657,9 @@ TEST(segment_file_sink, names_by_first_and_last_index_and_content) {
   }
   std::filesystem::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(writers, segment_files, ::testing::Values(false, true),
+                         [](const auto& i) { return i.param ? "on_caller" : "on_thread"; });
 
 // ---------------------------------------------------------------- in a rill pipeline
 

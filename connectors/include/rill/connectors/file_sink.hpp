@@ -18,10 +18,14 @@
 // first_index. A segment is written as PREFIX-FIRST.part and renamed when it is full (or
 // at close()): a .seg file is always complete. `cat DIR/*.seg` is the stream.
 //
-// Blocking: file I/O happens on the sink's own thread (docs/design.md "Runtime": blocking
-// calls get their own thread), never on the caller's; write_framed() only copies into a buffer.
-// Bounded: writable() is false while more than buffer_bytes wait for the disk. Memory:
-// that, plus the chunk being filled, plus up to 4 written chunks kept for reuse.
+// Blocking: by default file I/O happens on the sink's own thread (docs/design.md
+// "Runtime": blocking calls get their own thread), never on the caller's; write_framed()
+// only copies into a buffer. Bounded: writable() is false while more than buffer_bytes
+// wait for the disk. Memory: that, plus the chunk being filled, plus up to 4 written
+// chunks kept for reuse. With `write_on_caller`, write_framed() calls write(2) itself,
+// straight from the caller's memory: no copy, no thread, no hand-over, and no memory of
+// its own, but the caller blocks for the copy into the page cache and, when writeback
+// falls behind, for the kernel's dirty-page throttling.
 // Errors: a directory that cannot be created throws std::system_error from the
 // constructor; a failed write/rename sets error() ("PATH: strerror") and failed(), and
 // later records are counted as dropped.
@@ -35,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -55,6 +60,10 @@ struct segment_file_options {
   /// enough to still be in cache when the disk thread copies it into the page cache
   /// (bench/RESULTS.md, "streamed sockets", measures 1 MiB against 128 KiB).
   std::size_t chunk_bytes = std::size_t{128} << 10;
+  /// Write on the producer's thread, from the caller's buffer (see the banner: no copy
+  /// and no thread, but write_framed() blocks for the page-cache copy). buffer_bytes and
+  /// chunk_bytes do not apply.
+  bool write_on_caller = false;
 };
 
 class segment_file_sink {
@@ -68,13 +77,15 @@ class segment_file_sink {
 
   /// `wire` = `n` whole records (n * record_bytes bytes). Returns false (counted as
   /// dropped) when the sink failed or the size is not n * record_bytes.
-  /// Producer thread; copies into the current chunk and never waits for the disk.
+  /// Producer thread; copies into the current chunk and never waits for the disk (with
+  /// write_on_caller: writes `wire` to the file before it returns).
   bool write_framed(std::span<const std::byte> wire, std::size_t n);
   /// False while more than buffer_bytes wait for the disk (stop producing until true
-  /// again), or once the sink failed. Producer thread; never blocks.
+  /// again), or once the sink failed. Producer thread; never blocks. With
+  /// write_on_caller: false only once the sink failed.
   bool writable() const noexcept;
-  /// Flushes everything, renames the last segment, joins the thread. Blocks the caller
-  /// for the disk time: not from a worker. Idempotent.
+  /// Flushes everything, renames the last segment, joins the thread (if any). Blocks the
+  /// caller for the disk time: not from a worker. Idempotent.
   void close();
 
   /// A write or rename failed; later records are dropped. Any thread.
@@ -93,6 +104,25 @@ class segment_file_sink {
   std::vector<std::string> files() const;
 
  private:
+  /// Appends bytes to the current segment file (PREFIX-FIRST.part), renaming each one
+  /// that fills up; finish() renames the last one. Used by one thread at a time: the
+  /// disk thread, or the producer with write_on_caller.
+  class segment_writer {
+   public:
+    explicit segment_writer(segment_file_sink& s) : s_(s) {}
+    /// Writes all of [p, p + len); false after a failure (error() and failed() are set).
+    bool write(const std::byte* p, std::size_t len);
+    void finish();
+
+   private:
+    void finish_segment();
+    void fail(const std::string& path);
+    segment_file_sink& s_;
+    int fd_ = -1;
+    std::string part_;
+    std::uint64_t seg_first_ = 0, in_seg_ = 0;
+    bool started_ = false;
+  };
   void run();
   void hand_over();
   std::vector<std::byte> take_spare();
@@ -110,6 +140,7 @@ class segment_file_sink {
   std::string error_;
   std::vector<std::string> files_;
   std::thread thread_;
+  std::unique_ptr<segment_writer> caller_writer_;  ///< write_on_caller only
 };
 
 }  // namespace rill

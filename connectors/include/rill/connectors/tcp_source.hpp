@@ -93,9 +93,11 @@ class tcp_receiver {
   using records_fn =
       std::function<bool(std::uint64_t first_seq, std::span<const std::span<const std::byte>>)>;
   /// The same records as one contiguous span: `n` records of the fixed size, back to back
-  /// (`wire.size() == n * framing.size`). Valid during the call only. Return false to pause.
+  /// (`wire.size() == n * framing.size`), in the receiver's read buffer. Valid during the
+  /// call only; the callee may change the bytes in place (stamp a field, say) and pass the
+  /// span on, which saves a copy. Return false to pause.
   using batch_fn =
-      std::function<bool(std::uint64_t first_seq, std::span<const std::byte> wire, std::size_t n)>;
+      std::function<bool(std::uint64_t first_seq, std::span<std::byte> wire, std::size_t n)>;
   using gap_fn = std::function<void(std::uint64_t from, std::uint64_t to)>;
   using error_fn = std::function<void(const std::error_code&, const std::string& message)>;
 
