@@ -9,7 +9,10 @@
 #
 #   BASE=/work/wt-base/build NEW=build ROUNDS=7 bench/pipeline_before_after.sh
 #   env: BASE NEW (build dirs with bench/pipeline_bench), ROUNDS (5),
-#        FILTER (benchmark regex, default 'stages|in_memory'), PNG (chart path)
+#        FILTER (benchmark regex, default 'stages|in_memory'), PNG (chart path),
+#        PIN (a prefix for every run, e.g. 'taskset -c 0,1'; default none)
+# A case the new build has under NAME_acked and the base under NAME (a variant added by
+# the new build) is compared with the base's NAME, in a row of its own.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 png=${PNG:-$root/bench/pipeline_before_after.png}
@@ -21,7 +24,7 @@ for b in "$base" "$new"; do [ -x "$b/bench/pipeline_bench" ] || { echo "missing 
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 run() {  # build label round
-  "$1/bench/pipeline_bench" --benchmark_filter="$filter" --benchmark_out="$results/$2.$3.json" \
+  ${PIN:-} "$1/bench/pipeline_bench" --benchmark_filter="$filter" --benchmark_out="$results/$2.$3.json" \
     --benchmark_out_format=json >/dev/null 2>&1 ||
     echo "pipeline_before_after: $2 round $3 failed" >&2
 }
@@ -47,6 +50,12 @@ for f in sorted(os.listdir(d)):
 chart = []
 print('| case | base ns/record | new ns/record | new/base |')
 print('|---|---:|---:|---:|')
+for name in list(rows):
+    v = rows[name]
+    if 'base' not in v and 'new' in v and '_acked' in name:
+        b = rows.get(name.replace('_acked', ''), {})
+        if 'base' in b:
+            v['base'] = b['base']
 for name, v in rows.items():
     if 'base' not in v or 'new' not in v:
         print(f'| {name} | error | error | |'); continue

@@ -5,6 +5,10 @@
 //   BM_pcap_reader_decode         rill::pcap_reader + decode (what the pcap source does)
 //   BM_pipeline_in_memory/W/M     vector_source -> map -> key_by -> window_sort -> sink, W workers;
 //                                 M = 1: metrics endpoint and stall detector on, 0: both off
+//   BM_pipeline_stages/S/W        1 split through a growing chain of S stages (see below)
+// The pipelines run unacked records (rill::unacked: value and time, as every source without
+// acknowledgements gives); the _acked variants run the same with rill::acked records (the
+// layout a Kafka source gives, here with no position and no token).
 //
 // Capture: $RILL_BENCH_PCAP, default ../shared/data/pcap/echo-connections.pcap.
 // Every benchmark checks its count (SkipWithError on mismatch).
@@ -69,17 +73,18 @@ void BM_pcap_reader_decode(benchmark::State& state) {
   state.SetItemsProcessed(std::int64_t(n * state.iterations()));
 }
 
-void BM_pipeline_in_memory(benchmark::State& state) {
+template <class P>
+void pipeline_in_memory(benchmark::State& state) {
   const std::size_t workers = std::size_t(state.range(0));
   const bool metrics = state.range(1) != 0;
   const int n = 1'000'000;
-  std::vector<std::vector<rill::record<std::uint64_t>>> splits(2);
+  std::vector<std::vector<rill::record<std::uint64_t, P>>> splits(2);
   for (int i = 0; i < n; ++i) {
     // 1 ms apart, up to 3 ms out of order; 10 s windows, 5 ms delay: nothing late.
     const auto t = std::chrono::milliseconds{i} - std::chrono::milliseconds{(i * 7) % 4};
     splits[i % 2].push_back({std::uint64_t(i), rill::event_time{t}});
   }
-  rill::vector_source<std::uint64_t> src{splits};
+  rill::vector_source<std::uint64_t, P> src{splits};
   // Metrics on: an ephemeral-port endpoint is not possible (0 = off), so a fixed loopback
   // port is taken; timing of loop turns and the stall watchdog come with it.
   rill::runtime rt{{.workers = workers, .topology = "1 node x 2 cores",
@@ -92,7 +97,7 @@ void BM_pipeline_in_memory(benchmark::State& state) {
                    .map([](std::uint64_t x) { return x * 3; })
                    .key_by([](const std::uint64_t& x) { return x % 1024; })
                    .window_sort({.length = 10s, .max_delay = 5ms})
-                   .sink([count, sum](rill::window<std::uint64_t>&& w) {
+                   .sink([count, sum](rill::window<std::uint64_t, P>&& w) {
                      std::uint64_t s = 0;
                      for (auto& r : w.records) s += r.value;
                      count->fetch_add(w.records.size());
@@ -108,20 +113,21 @@ void BM_pipeline_in_memory(benchmark::State& state) {
 // Per-stage cost: the same 1,000,000 records through a growing chain, 1 split, one
 // worker or two. stages = 0: source -> sink; 1: + map; 2: + flat_map(1:1); 3: + window_sort;
 // 4: + rebalance before map. ns per record per stage = difference between rows.
-void BM_pipeline_stages(benchmark::State& state) {
+template <class P>
+void pipeline_stages(benchmark::State& state) {
   const auto stages = state.range(0);
   const std::size_t workers = std::size_t(state.range(1));
   const int n = 1'000'000;
-  std::vector<rill::record<std::uint64_t>> recs;
+  std::vector<rill::record<std::uint64_t, P>> recs;
   for (int i = 0; i < n; ++i)
     recs.push_back({std::uint64_t(i), rill::event_time{std::chrono::microseconds{i} -
                                                       std::chrono::microseconds{(i * 7) % 4}}});
-  rill::vector_source<std::uint64_t> src{recs};
+  rill::vector_source<std::uint64_t, P> src{recs};
   rill::runtime rt{{.workers = workers, .topology = "1 node x 2 cores"}};
   for (auto _ : state) {
     auto count = std::make_shared<std::atomic<std::uint64_t>>(0);
     auto sink_plain = [count](std::uint64_t) { count->fetch_add(1, std::memory_order_relaxed); };
-    auto sink_window = [count](rill::window<std::uint64_t>&& w) {
+    auto sink_window = [count](rill::window<std::uint64_t, P>&& w) {
       count->fetch_add(w.records.size(), std::memory_order_relaxed);
     };
     auto map = [](std::uint64_t x) { return x + 1; };
@@ -146,8 +152,19 @@ void BM_pipeline_stages(benchmark::State& state) {
       double(n) * double(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+void BM_pipeline_stages(benchmark::State& state) { pipeline_stages<rill::unacked>(state); }
+void BM_pipeline_stages_acked(benchmark::State& state) { pipeline_stages<rill::acked>(state); }
+void BM_pipeline_in_memory(benchmark::State& state) { pipeline_in_memory<rill::unacked>(state); }
+void BM_pipeline_in_memory_acked(benchmark::State& state) { pipeline_in_memory<rill::acked>(state); }
+
 }  // namespace
 
+BENCHMARK(BM_pipeline_stages_acked)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_pipeline_in_memory_acked)
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
 BENCHMARK(BM_pipeline_stages)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_libpcap_read_loop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_pcap_reader_decode)->Unit(benchmark::kMillisecond)->UseRealTime();

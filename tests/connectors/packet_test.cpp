@@ -10,6 +10,13 @@
 #include <unordered_set>
 
 #include "frames.hpp"
+#include "rill/core/record.hpp"
+
+// What netflow's records cost per packet (record.hpp's size table): a capture's records are
+// unacked, value and time only.
+static_assert(sizeof(rill::packet) == 72);
+static_assert(sizeof(rill::record<rill::packet, rill::unacked>) == 80);
+static_assert(sizeof(rill::record<rill::packet>) == 120);
 
 namespace {
 

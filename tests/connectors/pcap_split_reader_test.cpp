@@ -65,7 +65,7 @@ drained drain_all(const rill::pcap_source& src) {
     poll_status st;
     do {
       st = r.poll(
-          [&](rill::record<rill::packet>&& rec) {
+          [&](rill::record<rill::packet, rill::unacked>&& rec) {
             EXPECT_EQ(rec.time, rec.value.time);
             d.packets.push_back(rec.value);
           },

@@ -17,9 +17,10 @@ const rill::steady_time t0{};
 // 1,000/s: record i is due at i ms after the first poll.
 TEST(generator_source, emits_what_is_due_by_now) {
   rill::generator_source gen{{.count = 50, .rate = 1000}, [](std::uint64_t i) { return int(i) * 10; }};
+  static_assert(std::is_same_v<decltype(gen)::record_policy, rill::unacked>, "fn returns T: value and time");
   auto r = gen.open(0);
-  std::vector<rill::record<int>> got;
-  auto emit = [&](rill::record<int>&& x) { got.push_back(std::move(x)); };
+  std::vector<rill::record<int, rill::unacked>> got;
+  auto emit = [&](rill::record<int, rill::unacked>&& x) { got.push_back(std::move(x)); };
   EXPECT_EQ(r.poll_at(emit, 256, t0), rill::poll_status::idle);  // record 0 at start
   EXPECT_EQ(got.size(), 1u);
   EXPECT_EQ(r.poll_at(emit, 256, t0 + 999us), rill::poll_status::idle);  // record 1 due at 1 ms
@@ -41,6 +42,7 @@ TEST(generator_source, unthrottled_and_record_results) {
                                return rill::record<int>{int(i), rill::event_time{std::chrono::seconds{7 - i}}};
                              }};
   static_assert(std::is_same_v<decltype(gen)::value_type, int>);
+  static_assert(std::is_same_v<decltype(gen)::record_policy, rill::acked>, "fn returns record<int>: its policy");
   auto r = gen.open(0);
   std::vector<rill::record<int>> got;
   EXPECT_EQ(r.poll_at([&](rill::record<int>&& x) { got.push_back(x); }, 256, t0), rill::poll_status::end);
@@ -48,7 +50,7 @@ TEST(generator_source, unthrottled_and_record_results) {
   EXPECT_EQ(got[2].time, rill::event_time{5s});
   rill::generator_source none{{.count = 0, .rate = 10}, [](std::uint64_t) { return 0; }};
   auto rn = none.open(0);
-  EXPECT_EQ(rn.poll_at([](rill::record<int>&&) {}, 256, t0), rill::poll_status::end);
+  EXPECT_EQ(rn.poll_at([](rill::record<int, rill::unacked>&&) {}, 256, t0), rill::poll_status::end);
 }
 
 // 300 records at 1,000/s on a real runtime: all of them, in order. Record i is due i ms

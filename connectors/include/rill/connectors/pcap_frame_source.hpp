@@ -127,6 +127,7 @@ class pcap_frame_decoder {
 class pcap_frame_source {
  public:
   using value_type = pcap_frame;
+  using record_policy = unacked;  // a capture never acknowledges (record.hpp)
 
   /// Capture files, read as one split each (one input each downstream). Opened in open().
   /// `filter`: a capture filter as pcap_source_options::filter (files: rejected records
@@ -153,7 +154,7 @@ class pcap_frame_source {
     reader(pcap_reader r, std::shared_ptr<pcap_source_stats> s)
         : r_(std::move(r)), stats_(std::move(s)), linktype_(r_.linktype()) {}
 
-    /// Reads up to `max` records, emitting one record<pcap_frame> each. Never blocks
+    /// Reads up to `max` records, emitting one record<pcap_frame, unacked> each. Never blocks
     /// (live: returns idle when nothing is there). On the split's worker.
     template <class Emit>
     poll_status poll(Emit&& emit, std::size_t max) {
@@ -166,7 +167,7 @@ class pcap_frame_source {
         if (rs == read_status::ok) {
           ++packets;
           bytes += rec.wire_len;
-          record<pcap_frame> out;  // default-initialised: the byte buffer is not zeroed
+          record<pcap_frame, unacked> out;  // default-initialised: the byte buffer is not zeroed
           out.time = rec.time;
           out.value.assign(linktype_, rec);
           emit(std::move(out));

@@ -89,6 +89,7 @@ struct pcap_source_options {
 class pcap_source {
  public:
   using value_type = packet;
+  using record_policy = unacked;  // a capture never acknowledges (record.hpp)
 
   /// Capture files, read as one split each (one input each downstream), or as
   /// `options.splits_per_file` splits each when the file is splittable. Opens nothing.
@@ -127,7 +128,7 @@ class pcap_source {
     reader(pcap_split_reader sr, std::shared_ptr<pcap_source_stats> s)
         : r_(), split_(std::move(sr)), stats_(std::move(s)), live_(false) {}
 
-    /// Reads up to `max` records, emitting one record<packet> each. Never blocks (live:
+    /// Reads up to `max` records, emitting one record<packet, unacked> each. Never blocks (live:
     /// returns idle when nothing is there). On the split's worker.
     template <class Emit>
     poll_status poll(Emit&& emit, std::size_t max) {
@@ -143,7 +144,7 @@ class pcap_source {
           ++l.by_proto[std::size_t(p.key.proto)];
           if (p.truncated || p.malformed) ++l.truncated;
           const auto t = p.time;
-          emit(record<packet>{std::move(p), t, std::nullopt});
+          emit(record<packet, unacked>{std::move(p), t});
           continue;
         }
         if (rs == read_status::again) st = poll_status::idle;

@@ -163,6 +163,7 @@ struct tcp_message {
 class tcp_source {
  public:
   using value_type = tcp_message;
+  using record_policy = unacked;  // a socket never acknowledges (record.hpp)
   /// Throws config_error("<name>.framing") for an invalid framing. Any thread, before the
   /// run.
   explicit tcp_source(tcp_source_options opts);
@@ -187,7 +188,7 @@ class tcp_source {
       if (st != poll_status::more) return st;
       std::size_t n = 0;
       while (n < max && pop_into(scratch_)) {
-        emit(record<tcp_message>{std::move(scratch_),
+        emit(record<tcp_message, unacked>{std::move(scratch_),
                                  std::chrono::time_point_cast<std::chrono::nanoseconds>(
                                      std::chrono::system_clock::now())});
         ++n;

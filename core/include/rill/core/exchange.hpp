@@ -88,19 +88,20 @@ class bounded_inbox {
 
 /// One item crossing an exchange: a record, a progress marker or an end marker, tagged
 /// with the consumer-side input number and the input's frontier at the time it was sent.
-template <class T>
+template <class T, class P = acked>
 struct envelope {
   enum class kind : std::uint8_t { record, progress, end };
   kind k = kind::record;
   std::uint32_t input = 0;
   event_time frontier = event_time_min;
-  std::optional<rill::record<T>> rec;
+  std::optional<rill::record<T, P>> rec;
 };
 
-template <class T>
+template <class T, class P = acked>
 class exchange {
  public:
-  using batch = std::vector<envelope<T>>;
+  using item = envelope<T, P>;
+  using batch = std::vector<item>;
 
   exchange(std::size_t workers, std::size_t batch_records, std::size_t inbox_batches)
       : workers_(workers), batch_records_(batch_records), out_(workers), in_(workers) {
@@ -119,7 +120,7 @@ class exchange {
   /// that stage is not ready (`retry`: a timer on its loop; empty = `post`). At most one
   /// drain of a consumer is scheduled at a time, so `retry` may use one timer.
   void bind_consumer(std::size_t to, std::function<void(std::function<void()>)> post,
-                     stage_in<T>* downstream, std::size_t inputs,
+                     stage_in<T, P>* downstream, std::size_t inputs,
                      std::function<void(std::function<void()>)> retry = {}) {
     auto& c = in_[to];
     c.retry = retry ? std::move(retry) : post;
@@ -131,7 +132,7 @@ class exchange {
   /// Producer side: queue one envelope for worker `to`. Sends the batch when it is full;
   /// a failed send stays pending (see flush()). `to == from`: delivered to the consumer
   /// stage at once (see the banner). Worker `from` only.
-  void push(std::size_t from, std::size_t to, envelope<T>&& e) {
+  void push(std::size_t from, std::size_t to, item&& e) {
     if (to == from) {
       auto& c = in_[to];
       deliver(c, std::move(e));
@@ -149,8 +150,8 @@ class exchange {
     return out_[from].stuck == 0 && (!in_[from].down || in_[from].down->ready());
   }
   /// Queue an envelope for every consumer (markers).
-  void broadcast(std::size_t from, const envelope<T>& e) {
-    for (std::size_t to = 0; to < workers_; ++to) push(from, to, envelope<T>{e});
+  void broadcast(std::size_t from, const item& e) {
+    for (std::size_t to = 0; to < workers_; ++to) push(from, to, item{e});
   }
   /// Batches waiting in worker `to`'s inbox: a stale snapshot, any thread (metrics).
   std::size_t inbox_depth(std::size_t to) const noexcept { return in_[to].inbox->was_size(); }
@@ -224,7 +225,7 @@ class exchange {
     // the producers that send to it (see the banner).
     std::unique_ptr<bounded_inbox<batch>> spares;
     std::function<void(std::function<void()>)> post, retry;
-    stage_in<T>* down = nullptr;
+    stage_in<T, P>* down = nullptr;
     std::vector<event_time> last_frontier;
     bool delivered_in_place = false;  // by push(to == from) since the last flush: worker `to` only
     // True while no drain of this consumer is scheduled. Every write is an acq_rel
@@ -258,15 +259,15 @@ class exchange {
     return true;
   }
 
-  void deliver(consumer& c, envelope<T>&& e) {
+  void deliver(consumer& c, item&& e) {
     const auto in = e.input;
-    if (e.k != envelope<T>::kind::end && e.frontier > c.last_frontier[in]) {
+    if (e.k != item::kind::end && e.frontier > c.last_frontier[in]) {
       c.last_frontier[in] = e.frontier;
       c.down->on_progress(in, e.frontier);
     }
-    if (e.k == envelope<T>::kind::record) {
+    if (e.k == item::kind::record) {
       c.down->on_record(in, std::move(*e.rec));
-    } else if (e.k == envelope<T>::kind::end) {
+    } else if (e.k == item::kind::end) {
       c.down->on_end(in);
     }
   }

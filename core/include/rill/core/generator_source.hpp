@@ -18,8 +18,9 @@
 // a millisecond later, so records come in bursts of up to rate/1000. rate 0 = as fast as
 // the pipeline takes them.
 //
-// Event time: when fn returns rill::record<T>, that record as is; when it returns T, the
-// time record i is due after start (i / rate seconds; i nanoseconds when rate is 0).
+// Event time: when fn returns rill::record<T, P>, that record as is (policy P); when it
+// returns T, the time record i is due after start (i / rate seconds; i nanoseconds when
+// rate is 0), and the records are rill::unacked (value and time: rill/core/record.hpp).
 //
 // Thread safety: the source is copied into each run; fn is called on one worker only.
 #pragma once
@@ -49,9 +50,18 @@ template <class R>
 struct generated {
   using type = R;
 };
-template <class T>
-struct generated<record<T>> {
+template <class T, class P>
+struct generated<record<T, P>> {
   using type = T;
+  using policy = P;
+};
+template <class R>
+struct generated_policy {
+  using type = unacked;
+};
+template <class T, class P>
+struct generated_policy<record<T, P>> {
+  using type = P;
 };
 }  // namespace detail
 
@@ -61,6 +71,8 @@ class generator_source {
 
  public:
   using value_type = typename detail::generated<result>::type;
+  /// unacked when fn returns T; the policy of fn's record otherwise (rill/core/record.hpp).
+  using record_policy = typename detail::generated_policy<result>::type;
 
   generator_source(generator_options o, F fn) : o_(o), fn_(std::move(fn)) {}
   std::size_t split_count() const noexcept { return 1; }
@@ -93,14 +105,14 @@ class generator_source {
       const double elapsed = std::chrono::duration<double>(now - *t0_).count();
       return std::min<std::uint64_t>(o.count, std::uint64_t(elapsed * o.rate) + 1);
     }
-    record<value_type> make(std::uint64_t i) const {
-      if constexpr (std::is_same_v<result, record<value_type>>) {
+    record<value_type, record_policy> make(std::uint64_t i) const {
+      if constexpr (std::is_same_v<result, record<value_type, record_policy>>) {
         return s_->fn_(i);
       } else {
         const auto& o = s_->o_;
         const auto t = o.rate > 0 ? event_time{std::chrono::nanoseconds{std::int64_t(double(i) * 1e9 / o.rate)}}
                                   : event_time{std::chrono::nanoseconds{std::int64_t(i)}};
-        return record<value_type>{s_->fn_(i), t};
+        return record<value_type, record_policy>{s_->fn_(i), t};
       }
     }
     const generator_source* s_;

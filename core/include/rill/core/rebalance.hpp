@@ -56,12 +56,12 @@
 
 namespace rill::detail {
 
-template <class T>
+template <class T, class P = acked>
 class rebalance_exchange {
  public:
   struct item {
     std::uint32_t input = 0;
-    rill::record<T> rec;
+    rill::record<T, P> rec;
   };
   using batch = std::vector<item>;
 
@@ -96,7 +96,7 @@ class rebalance_exchange {
   /// one there later (a timer), for a drain that found its chain not ready (empty =
   /// `post`). At most one drain of a consumer is scheduled at a time, so `retry` may use
   /// one timer.
-  void bind_consumer(std::size_t worker, std::size_t node, stage_in<T>* down,
+  void bind_consumer(std::size_t worker, std::size_t node, stage_in<T, P>* down,
                      std::function<void(std::function<void()>)> post,
                      std::function<void(std::function<void()>)> retry = {}) {
     auto& c = consumers_[worker];
@@ -111,7 +111,7 @@ class rebalance_exchange {
 
   // ---- producer side (on the producing worker) ----
 
-  void push(std::size_t p, std::size_t local_input, record<T>&& r) {
+  void push(std::size_t p, std::size_t local_input, record<T, P>&& r) {
     auto& pr = *producers_[p];
     if (advances_progress(r) && r.time > pr.frontier[local_input]) pr.frontier[local_input] = r.time;
     pr.pending.push_back(item{std::uint32_t(pr.first + local_input), std::move(r)});
@@ -251,7 +251,7 @@ class rebalance_exchange {
     explicit consumer(typename numa_ring<batch>::endpoint e) : ep(std::move(e)) {}
     typename numa_ring<batch>::endpoint ep;
     std::size_t node = 0;
-    stage_in<T>* down = nullptr;
+    stage_in<T, P>* down = nullptr;
     std::function<void(std::function<void()>)> post, retry;
     std::vector<event_time> sent;
     std::vector<bool> ended;

@@ -5,15 +5,17 @@
 //   rill::poll_status, rill::source_of<S>   the source contract
 //   rill::source_driver<Reader, T>          reads one split in slices of `slice` records
 //   rill::split_count_of(src, workers)      how many splits a source has on `workers`
-//   rill::vector_source<T>                  an in-memory source (tests, benchmarks)
+//   rill::vector_source<T, P = acked>       an in-memory source (tests, benchmarks)
 //
-// A source S has `using value_type = T`, either `std::size_t split_count() const` or
+// A source S has `using value_type = T`, optionally `using record_policy = P`
+// (rill::unacked for a source that never acknowledges; absent = rill::acked:
+// rill/core/record.hpp), either `std::size_t split_count() const` or
 // `std::size_t split_count(std::size_t workers) const` (a source that scales with the
 // workers, e.g. one Kafka consumer per worker), and `Reader open(std::size_t split)`
 // (may throw: opening happens in runtime::run on the calling thread, before workers
 // start, so a missing file fails the run up front). A Reader has
 //   template <class Emit> poll_status poll(Emit&& emit, std::size_t max_records);
-//       emit(record<T>&&) up to max_records times; never blocks. Returns more (call again),
+//       emit(record<T, P>&&) up to max_records times; never blocks. Returns more (call again),
 //       idle (nothing now: live capture; call again after a short delay), end, or error.
 //   std::string error() const;       // after poll() returned error: "FILE: what, at byte N"
 //
@@ -122,15 +124,18 @@ concept draining_reader = requires(R& r, const R& cr) {
 
 /// Runs one split: constructed at build time on the thread calling runtime::run, then
 /// start() on the worker's loop; every later call runs there (post and timers).
-template <class Reader, class T>
-class source_driver : public std::enable_shared_from_this<source_driver<Reader, T>> {
+template <class Reader, class T, class P = acked>
+class source_driver : public std::enable_shared_from_this<source_driver<Reader, T, P>> {
+  static_assert(!partitioned_reader<Reader> || carries_acks_v<P>,
+                "a partitioned reader's records carry their source position: its policy is rill::acked");
+
  public:
   /// `on_closed` (draining_reader only; may be empty): called once on the worker when the
   /// reader was closed after its drain. The DSL passes the run's drain_done, so that a
   /// run ends only after every draining reader's final commit (a transactional sink
   /// commits it: the sink must still be there); with it set, the drain also stops
   /// waiting for acknowledgements once every sink of the run has ended.
-  source_driver(Reader reader, stage_in<T>* head, std::size_t input, runtime& rt, worker& w,
+  source_driver(Reader reader, stage_in<T, P>* head, std::size_t input, runtime& rt, worker& w,
                 stage_counters& counters, std::size_t slice = 256, const std::string* name = nullptr,
                 std::function<void()> on_closed = {})
       : reader_(std::move(reader)), head_(head), input_(input), rt_(rt), w_(w),
@@ -167,7 +172,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
     std::size_t n = 0;
     operator_scope op{operator_slot(&w_), name_};
     const auto st = reader_.poll(
-        [&](record<T>&& r) {
+        [&](record<T, P>&& r) {
           if constexpr (partitioned_reader<Reader>) {
             sync_partitions(now);
             const event_time lane = partitions_->observe(r.position ? r.position->partition : -1, r.time, now);
@@ -258,7 +263,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   }
 
   Reader reader_;
-  stage_in<T>* head_;
+  stage_in<T, P>* head_;
   std::size_t input_;
   runtime& rt_;
   worker& w_;
@@ -276,34 +281,37 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
 };
 
 /// In-memory source: `splits` vectors of records, each a split (an input). The records
-/// are copied into each run. Any event times, in any order.
-template <class T>
+/// are copied into each run. Any event times, in any order. Policy P (rill/core/record.hpp):
+/// acked by default (tests give records positions and tokens); vector_source<T, unacked>
+/// takes records of value and time only.
+template <class T, class P = acked>
 class vector_source {
  public:
   using value_type = T;
-  vector_source(std::vector<record<T>> one) { splits_.push_back(std::move(one)); }
-  vector_source(std::vector<std::vector<record<T>>> many) : splits_(std::move(many)) {}
+  using record_policy = P;
+  vector_source(std::vector<record<T, P>> one) { splits_.push_back(std::move(one)); }
+  vector_source(std::vector<std::vector<record<T, P>>> many) : splits_(std::move(many)) {}
   std::size_t split_count() const noexcept { return splits_.size(); }
   std::string name() const { return "vector_source"; }
 
   class reader {
    public:
-    explicit reader(const std::vector<record<T>>* data) : data_(data) {}
+    explicit reader(const std::vector<record<T, P>>* data) : data_(data) {}
     template <class Emit>
     poll_status poll(Emit&& emit, std::size_t max) {
-      for (std::size_t n = 0; n < max && pos_ < data_->size(); ++n) emit(record<T>((*data_)[pos_++]));
+      for (std::size_t n = 0; n < max && pos_ < data_->size(); ++n) emit(record<T, P>((*data_)[pos_++]));
       return pos_ < data_->size() ? poll_status::more : poll_status::end;
     }
     std::string error() const { return {}; }
 
    private:
-    const std::vector<record<T>>* data_;
+    const std::vector<record<T, P>>* data_;
     std::size_t pos_ = 0;
   };
   reader open(std::size_t split) const { return reader{&splits_.at(split)}; }
 
  private:
-  std::vector<std::vector<record<T>>> splits_;
+  std::vector<std::vector<record<T, P>>> splits_;
 };
 
 }  // namespace rill

@@ -59,13 +59,15 @@ namespace rill {
 
 /// The consumer side of one operator instance. Every call comes from the instance's
 /// worker thread, never concurrently (the protocol in the file banner). None may block.
-template <class T>
+template <class T, class P = acked>
 class stage_in {
  public:
   using value_type = T;
+  using record_policy = P;
+  using record_type = record<T, P>;
   virtual ~stage_in() = default;
   /// One record of logical input `input` (0 .. inputs-1); the stage owns it now.
-  virtual void on_record(std::size_t input, record<T>&& r) = 0;
+  virtual void on_record(std::size_t input, record<T, P>&& r) = 0;
   /// Input `input` has seen event times up to `frontier` (never decreasing per input).
   virtual void on_progress(std::size_t input, event_time frontier) = 0;
   /// Input `input` sent everything; after the last input ends, flush and end downstream.
@@ -265,7 +267,7 @@ struct build_context {
 
 /// A function that builds the consumer of T on one worker: the rest of the chain after
 /// the point where it is called. Build time only.
-template <class T>
-using stage_factory = std::function<stage_in<T>*(build_context&)>;
+template <class T, class P = acked>
+using stage_factory = std::function<stage_in<T, P>*(build_context&)>;
 
 }  // namespace rill

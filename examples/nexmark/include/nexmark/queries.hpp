@@ -66,7 +66,8 @@ void append_json_line(const q2_row& r, std::string& out);
 inline bool is_bid(const event& e) noexcept { return kind_of(e) == event_kind::bid; }
 
 /// q0 over a stream of events: every bid.
-inline rill::stream<q0_row> q0(rill::stream<event>&& events) {
+template <class P>
+rill::stream<q0_row, P> q0(rill::stream<event, P>&& events) {
   return std::move(events).filter(is_bid).map([](event&& e) {
     bid& b = std::get<bid>(e);
     return q0_row{b.auction, b.bidder, b.price, b.date_time, std::move(b.extra)};
@@ -74,7 +75,8 @@ inline rill::stream<q0_row> q0(rill::stream<event>&& events) {
 }
 
 /// q1 over a stream of events: every bid, its price times 0.908.
-inline rill::stream<q1_row> q1(rill::stream<event>&& events) {
+template <class P>
+rill::stream<q1_row, P> q1(rill::stream<event, P>&& events) {
   return std::move(events).filter(is_bid).map([](event&& e) {
     bid& b = std::get<bid>(e);
     return q1_row{b.auction, b.bidder, b.price * 908, b.date_time, std::move(b.extra)};
@@ -82,7 +84,8 @@ inline rill::stream<q1_row> q1(rill::stream<event>&& events) {
 }
 
 /// q2 over a stream of events: the bids on auctions whose id is a multiple of 123.
-inline rill::stream<q2_row> q2(rill::stream<event>&& events) {
+template <class P>
+rill::stream<q2_row, P> q2(rill::stream<event, P>&& events) {
   return std::move(events)
       .filter([](const event& e) { return is_bid(e) && std::get<bid>(e).auction % 123 == 0; })
       .map([](const event& e) {

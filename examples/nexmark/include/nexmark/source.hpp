@@ -49,6 +49,7 @@ inline rill::event_time event_time_of(const event& e) noexcept {
 class event_file_source {
  public:
   using value_type = event;
+  using record_policy = rill::unacked;  // read from a file: nothing to acknowledge
   /// `paths` must not be empty (std::invalid_argument).
   explicit event_file_source(std::vector<std::filesystem::path> paths) : paths_(std::move(paths)) {
     if (paths_.empty()) throw std::invalid_argument("nexmark::event_file_source: no file");
@@ -65,7 +66,7 @@ class event_file_source {
         for (std::size_t n = 0; n < max; ++n) {
           if (!r_->next(e_)) return rill::poll_status::end;
           const rill::event_time t = event_time_of(e_);
-          emit(rill::record<event>{std::move(e_), t});
+          emit(rill::record<event, rill::unacked>{std::move(e_), t});
         }
       } catch (const event_file_error& x) {
         error_ = x.what();
@@ -91,6 +92,7 @@ class event_file_source {
 class generated_events {
  public:
   using value_type = event;
+  using record_policy = rill::unacked;  // generated: nothing to acknowledge
   generated_events(config cfg, std::uint64_t count) : cfg_(std::move(cfg)), count_(count) {}
   std::size_t split_count() const noexcept { return 1; }
   std::string name() const { return "nexmark_generator"; }
@@ -104,7 +106,7 @@ class generated_events {
         event e;
         gen_.next(e);
         const rill::event_time t = event_time_of(e);
-        emit(rill::record<event>{std::move(e), t});
+        emit(rill::record<event, rill::unacked>{std::move(e), t});
       }
       return left_ > 0 ? rill::poll_status::more : rill::poll_status::end;
     }

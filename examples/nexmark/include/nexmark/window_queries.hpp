@@ -130,7 +130,8 @@ inline timestamp ms_of(rill::event_time t) {
 
 /// q7 over a stream of events. The window is global (one key): its instance runs on one
 /// worker, as Flink's global aggregation at parallelism 1.
-inline auto q7(rill::stream<event>&& events, window_query_options o = {}) {
+template <class P>
+auto q7(rill::stream<event, P>&& events, window_query_options o = {}) {
   struct acc {
     std::uint64_t price = 0;
     std::vector<q7_row> bids;  // every bid of the window with that price
@@ -152,7 +153,7 @@ inline auto q7(rill::stream<event>&& events, window_query_options o = {}) {
                    }
                    if (b.price == a.price) a.bids.push_back(b);
                  })
-      .flat_map<q7_row>([](rill::keyed_window_result<std::uint32_t, acc>&& r, auto& emit) {
+      .template flat_map<q7_row>([](rill::keyed_window_result<std::uint32_t, acc>&& r, auto& emit) {
         for (auto& b : r.value.bids) emit(std::move(b));
       });
 }
@@ -160,7 +161,8 @@ inline auto q7(rill::stream<event>&& events, window_query_options o = {}) {
 /// q4 over two streams of the same events (one read for auctions, one for bids): see the
 /// banner. State: the join's bounded state plus one accumulator per auction and per
 /// category until the end (Flink's q4 keeps as much: its aggregates are never retired).
-inline auto q4(rill::stream<event>&& auctions, rill::stream<event>&& bids,
+template <class PA, class PB>
+auto q4(rill::stream<event, PA>&& auctions, rill::stream<event, PB>&& bids,
                window_query_options o = {}) {
   struct item {
     std::uint64_t id, category;
@@ -230,7 +232,8 @@ inline auto q4(rill::stream<event>&& auctions, rill::stream<event>&& bids,
 /// (keyed by its start) the auctions with the largest count. The second window is a
 /// tumbling 2 s one over the counts, whose record time is their window's end - 1 ns: each
 /// 2 s window holds the counts of exactly one sliding window.
-inline auto q5(rill::stream<event>&& events, window_query_options o = {}) {
+template <class P>
+auto q5(rill::stream<event, P>&& events, window_query_options o = {}) {
   using std::chrono::seconds;
   using count_result = rill::keyed_window_result<std::uint64_t, std::uint64_t>;
   struct acc {
@@ -258,13 +261,14 @@ inline auto q5(rill::stream<event>&& events, window_query_options o = {}) {
             if (r.value == a.num)
               a.rows.push_back({r.key, r.value, detail::ms_of(r.start), detail::ms_of(r.end)});
           })
-      .flat_map<q5_row>([](rill::keyed_window_result<std::int64_t, acc>&& r, auto& emit) {
+      .template flat_map<q5_row>([](rill::keyed_window_result<std::int64_t, acc>&& r, auto& emit) {
         for (auto& row : r.value.rows) emit(std::move(row));
       });
 }
 
 /// q11 over a stream of events: bids per bidder session (gap 10 s).
-inline auto q11(rill::stream<event>&& events, window_query_options o = {}) {
+template <class P>
+auto q11(rill::stream<event, P>&& events, window_query_options o = {}) {
   // Only the bidder id crosses to the key's worker (Flink's planner projects the same way).
   return std::move(events)
       .filter(is_bid)
@@ -281,7 +285,8 @@ inline auto q11(rill::stream<event>&& events, window_query_options o = {}) {
 /// q8 over two streams of the same events (one read for persons, one for auctions): a
 /// window join on person id = seller in 10 s tumbling windows, then one row per (person,
 /// window): a tumbling window over the pairs (time window end - 1 ns) keeps the first.
-inline auto q8(rill::stream<event>&& persons, rill::stream<event>&& auctions,
+template <class PA, class PB>
+auto q8(rill::stream<event, PA>&& persons, rill::stream<event, PB>&& auctions,
                window_query_options o = {}) {
   using std::chrono::seconds;
   struct new_person {
@@ -317,7 +322,8 @@ inline auto q8(rill::stream<event>&& persons, rill::stream<event>&& auctions,
 
 /// q3 over two streams of the same events: persons in "or", "id" or "ca", interval-joined on
 /// id = seller with the auctions of category 10 within ±o.q3_bound (see the banner).
-inline auto q3(rill::stream<event>&& persons, rill::stream<event>&& auctions,
+template <class PA, class PB>
+auto q3(rill::stream<event, PA>&& persons, rill::stream<event, PB>&& auctions,
                window_query_options o = {}) {
   struct seller {
     std::uint64_t id;

@@ -194,10 +194,10 @@ inline void atomic_max(std::atomic<std::uint64_t>& a, std::uint64_t v) noexcept 
   while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {}
 }
 
-template <class T, class U, class KeyFn, class MergeFn, class ErrFn>
-class enrich_stage final : public stage_in<T> {
+template <class T, class U, class KeyFn, class MergeFn, class ErrFn, class P = acked>
+class enrich_stage final : public stage_in<T, P> {
  public:
-  stage_in<U>* down = nullptr;
+  stage_in<U, P>* down = nullptr;
 
   enrich_stage(const enrich_options& o, std::shared_ptr<enrich_metrics> m, KeyFn k, MergeFn mf,
                ErrFn ef, std::size_t inputs, stage_counters* c, boost::asio::io_context& ioc)
@@ -216,7 +216,7 @@ class enrich_stage final : public stage_in<T> {
     max_buffered_ = o_.max_buffered ? o_.max_buffered : (o_.max_in_flight + 2) * o_.batch_size;
   }
 
-  void on_record(std::size_t, record<T>&& r) override {
+  void on_record(std::size_t, record<T, P>&& r) override {
     c_->add(c_->in);
     std::string k;
     std::string bad;
@@ -273,7 +273,7 @@ class enrich_stage final : public stage_in<T> {
 
  private:
   struct slot {
-    record<T> rec;
+    record<T, P> rec;
     bool done;
   };
   struct batch {
@@ -446,8 +446,9 @@ class enrich_stage final : public stage_in<T> {
 
   void emit(slot& s, nlohmann::json&& v) {
     const event_time t = s.rec.time;
-    record<U> out{U(merge_(std::move(s.rec.value), std::move(v))), t, s.rec.position,
-                  std::move(s.rec.ack)};  // carries the input's ack (record.hpp)
+    // carries the input's position and ack (record.hpp)
+    record<U, P> out = make_record<P>(U(merge_(std::move(s.rec.value), std::move(v))), t, position_of(s.rec),
+                                      take_ack(s.rec));
     erase_time(t);
     c_->add(c_->out);
     m_->enriched.fetch_add(1, std::memory_order_relaxed);
@@ -460,7 +461,7 @@ class enrich_stage final : public stage_in<T> {
     s.done = true;
     erase_time(s.rec.time);
     c_->add(c_->errors);
-    if constexpr (!std::is_same_v<ErrFn, std::nullptr_t>) err_(std::move(s.rec), err);
+    if constexpr (!std::is_same_v<ErrFn, std::nullptr_t>) call_widened(err_, std::move(s.rec), err);
     s.rec.time = event_time_min;
   }
 
@@ -537,22 +538,22 @@ class enrich_stage final : public stage_in<T> {
 ///   on_error: void f(record<T>&&, const enrich_error&)  or nullptr (count only)
 /// Returns stream<U>. Throws config_error (key "enrich.*" or "http.url") now for invalid
 /// options, and from runtime::run when the endpoint cannot be resolved.
-template <class T, class KeyFn, class MergeFn, class ErrFn = std::nullptr_t>
-auto enrich(stream<T>&& s, enrich_options opts, KeyFn key_fn, MergeFn merge_fn,
+template <class T, class P, class KeyFn, class MergeFn, class ErrFn = std::nullptr_t>
+auto enrich(stream<T, P>&& s, enrich_options opts, KeyFn key_fn, MergeFn merge_fn,
             ErrFn on_error = nullptr) {
   static_assert(std::is_invocable_v<KeyFn&, const T&>,
                 "rill::enrich: key_fn must be K f(const T&) with nlohmann::json constructible from K");
   static_assert(std::is_invocable_v<MergeFn&, T&&, nlohmann::json&&>,
                 "rill::enrich: merge_fn must be U f(T&&, nlohmann::json&&)");
   static_assert(std::is_same_v<ErrFn, std::nullptr_t> ||
-                    std::is_invocable_v<ErrFn&, record<T>&&, const enrich_error&>,
+                    detail::invocable_widened_v<ErrFn, record<T, P>, const enrich_error&>,
                 "rill::enrich: on_error must be void f(rill::record<T>&&, const rill::enrich_error&) "
                 "or nullptr");
   using U = std::remove_cvref_t<std::invoke_result_t<MergeFn&, T&&, nlohmann::json&&>>;
   opts.validate();
   if (!opts.metrics) opts.metrics = std::make_shared<enrich_metrics>();
-  return stream<U>([prev = s.attach(), opts, key_fn, merge_fn, on_error](
-                       job_builder& b, stage_factory<U> down) {
+  return stream<U, P>([prev = s.attach(), opts, key_fn, merge_fn, on_error](
+                          job_builder& b, stage_factory<U, P> down) {
     const auto idx = b.metrics().add_stage(opts.name);
     // On the metrics endpoint: request latency (summary) and batches in flight.
     const auto m = opts.metrics;
@@ -561,8 +562,8 @@ auto enrich(stream<T>&& s, enrich_options opts, KeyFn key_fn, MergeFn merge_fn,
                                op, [m] { return m->request_latency_ns; }, 1e-9);
     b.metrics().add_gauge_fn("rill_enrich_in_flight_batches", "Requests outstanding of an enrich operator", op,
                              [m] { return double(m->in_flight.load(std::memory_order_relaxed)); });
-    prev(b, [=](build_context& ctx) -> stage_in<T>* {
-      using S = detail::enrich_stage<T, U, KeyFn, MergeFn, ErrFn>;
+    prev(b, [=](build_context& ctx) -> stage_in<T, P>* {
+      using S = detail::enrich_stage<T, U, KeyFn, MergeFn, ErrFn, P>;
       auto* st = ctx.make<S>(opts, opts.metrics, key_fn, merge_fn, on_error, ctx.inputs,
                              &ctx.metrics->at(idx, ctx.worker_id), ctx.w->context());
       auto sub = ctx;

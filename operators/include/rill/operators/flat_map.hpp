@@ -73,9 +73,9 @@ namespace rill::detail {
 
 /// What an output of flat_map carries besides its value: the input's time, position and
 /// ack token (record.hpp, acks), and its logical input.
-template <class U>
+template <class U, class P = acked>
 struct flat_map_emission {
-  stage_in<U>* down = nullptr;
+  stage_in<U, P>* down = nullptr;
   std::size_t in = 0;
   event_time t{};
   std::optional<source_position> pos;
@@ -86,17 +86,17 @@ struct flat_map_emission {
   bool may_emit() const { return budget != 0 && down->ready(); }
   void send(U&& u) {
     --budget;
-    down->on_record(in, record<U>{std::move(u), t, pos, ack});
+    down->on_record(in, make_record<P>(std::move(u), t, pos, ack));
   }
 };
 
 /// The emit form's `emit`: emit(u) hands one output on, or (downstream full, or the turn's
 /// budget spent) first suspends f until a later loop turn. Valid only during the call of
 /// f it was given to; on that call's worker.
-template <class U>
+template <class U, class P = acked>
 class emitter {
  public:
-  explicit emitter(flat_map_emission<U>* e) noexcept : e_(e) {}
+  explicit emitter(flat_map_emission<U, P>* e) noexcept : e_(e) {}
   void operator()(U&& u) const {
     while (!e_->may_emit()) e_->fiber->yield();
     e_->send(std::move(u));
@@ -104,7 +104,7 @@ class emitter {
   void operator()(const U& u) const { (*this)(U(u)); }
 
  private:
-  flat_map_emission<U>* e_;
+  flat_map_emission<U, P>* e_;
 };
 
 /// A view of a range f returned by lvalue reference: begin() and end() of the referenced
@@ -149,11 +149,11 @@ struct flat_map_place<T, F, false> {
 
 /// flat_map's instance on one worker (the banner). `F` is either form; `U` the output.
 /// Owned by a std::shared_ptr (build_context::make): its handlers hold weak references.
-template <class T, class U, class F>
-struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map_stage<T, U, F>> {
-  static constexpr bool emit_form = std::is_invocable_v<F&, T&&, emitter<U>&>;
+template <class T, class U, class F, class P = acked>
+struct flat_map_stage final : stage_in<T, P>, std::enable_shared_from_this<flat_map_stage<T, U, F, P>> {
+  static constexpr bool emit_form = std::is_invocable_v<F&, T&&, emitter<U, P>&>;
 
-  stage_in<U>* down = nullptr;
+  stage_in<U, P>* down = nullptr;
   F f;
   std::atomic<const std::string*>* slot;
   const std::string* name;
@@ -162,7 +162,7 @@ struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map
   flat_map_stage(F fn, std::atomic<const std::string*>* op_slot, const std::string* op_name, worker* wk)
       : f(std::move(fn)), slot(op_slot), name(op_name), w(wk) {}
 
-  void on_record(std::size_t in, record<T>&& r) override {
+  void on_record(std::size_t in, record<T, P>&& r) override {
     if (busy()) return hold(held{held::kind::record, in, {}, std::move(r)});
     operator_scope running{slot, name};  // covers the stages downstream too: they mark themselves
     e_.budget = emit_turn_records;
@@ -191,18 +191,18 @@ struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map
     enum class kind : std::uint8_t { record, progress, end } k;
     std::size_t in;
     event_time t;
-    std::optional<record<T>> r;
+    std::optional<record<T, P>> r;
   };
 
   bool busy() const noexcept { return suspended_ || !held_.empty(); }
   void hold(held&& h) { held_.push_back(std::move(h)); }
 
-  void begin(std::size_t in, record<T>&& r) {
+  void begin(std::size_t in, record<T, P>&& r) {
     e_.down = down;
     e_.in = in;
     e_.t = r.time;
-    e_.pos = r.position;
-    e_.ack = std::move(r.ack);
+    e_.pos = position_of(r);
+    e_.ack = take_ack(r);
     if constexpr (emit_form) place_.emplace(std::move(r.value));
     else place_.emplace(f(std::move(r.value)));
   }
@@ -231,7 +231,7 @@ struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map
   }
   static void call_f(void* p) {
     auto* s = static_cast<flat_map_stage*>(p);
-    emitter<U> e{&s->e_};
+    emitter<U, P> e{&s->e_};
     s->f(std::move(*s->place_), e);
   }
 
@@ -276,7 +276,7 @@ struct flat_map_stage final : stage_in<T>, std::enable_shared_from_this<flat_map
     down->on_flush();
   }
 
-  flat_map_emission<U> e_;
+  flat_map_emission<U, P> e_;
   std::optional<typename flat_map_place<T, F, emit_form>::type> place_;
   fiber_call fiber_;  // emit form only; no fiber is created before the first input
   bool suspended_ = false;

@@ -164,24 +164,29 @@ struct join_call {
 /// that arrive meanwhile are held in arrival order. The rest runs on the loop's stack
 /// (take(), side_in::on_progress). Downstream gets at most `loop_results` (8) results per
 /// ready() that answered true. All members on the instance's worker.
+///
+/// Policies (rill/core/record.hpp): side inputs of policies PA and PB; the state holds
+/// every record in acked form (rill::to_acked: an unacked side's records have no token);
+/// results are record<R, join_policy_t<PA, PB>> (acked when either side is).
 template <class Spec, class K, class A, class KeyA, class B, class KeyB, class F, bool Outer, class R,
-          class LateL, class LateR>
+          class LateL, class LateR, class PA = acked, class PB = acked>
 struct join_stage final
-    : resumable_stage<join_stage<Spec, K, A, KeyA, B, KeyB, F, Outer, R, LateL, LateR>, join_call<A, B>> {
+    : resumable_stage<join_stage<Spec, K, A, KeyA, B, KeyB, F, Outer, R, LateL, LateR, PA, PB>, join_call<A, B>> {
   using maker = join_state_of<Spec, K, A, B>;
   using state_t = typename maker::type;
   using call = join_call<A, B>;
+  using PO = join_policy_t<PA, PB>;
 
-  template <join_side S, class V, class KeyFn>
-  struct side_in final : stage_in<keyed<V>> {
+  template <join_side S, class V, class KeyFn, class PS>
+  struct side_in final : stage_in<keyed<V>, PS> {
     join_stage* owner = nullptr;
     KeyFn key;
     explicit side_in(KeyFn k) : key(std::move(k)) {}
     // A record that emits nothing, or a few results that downstream takes now, runs on
     // the loop's stack (join_stage::take).
-    void on_record(std::size_t in, record<keyed<V>>&& r) override {
+    void on_record(std::size_t in, record<keyed<V>, PS>&& r) override {
       owner->c->add(owner->c->in);
-      owner->template take<S, V>(key, in, std::move(r));
+      owner->template take<S, V>(key, in, to_acked(std::move(r)));
     }
     // A marker that makes nothing due is taken on the loop's stack (the exchange sends
     // one with nearly every record: its frontier).
@@ -218,16 +223,16 @@ struct join_stage final
       s->c->add(s->c->out);
       if constexpr (Gated) s->gate();
       if constexpr (Outer)
-        s->down->on_record(0, record<R>{R(call_join_fn(s->fn, k, a, &b)), t, std::nullopt, std::move(ack)});
+        s->down->on_record(0, make_record<PO>(R(call_join_fn(s->fn, k, a, &b)), t, std::nullopt, std::move(ack)));
       else
-        s->down->on_record(0, record<R>{R(call_join_fn(s->fn, k, a, b)), t, std::nullopt, std::move(ack)});
+        s->down->on_record(0, make_record<PO>(R(call_join_fn(s->fn, k, a, b)), t, std::nullopt, std::move(ack)));
     }
     void left_only(const K& k, const A& a, event_time t, const std::shared_ptr<ack_token>& ack) {
       if constexpr (Outer) {
         s->c->add(s->c->out);
         if constexpr (Gated) s->gate();
-        s->down->on_record(0, record<R>{R(call_join_fn(s->fn, k, a, static_cast<const B*>(nullptr))), t,
-                                        std::nullopt, ack});
+        s->down->on_record(0, make_record<PO>(R(call_join_fn(s->fn, k, a, static_cast<const B*>(nullptr))), t,
+                                              std::nullopt, ack));
       }
     }
   };
@@ -240,9 +245,9 @@ struct join_stage final
   LateR late_r;
   runtime* rt;
   stage_counters* c;
-  stage_in<R>* down = nullptr;
-  side_in<join_side::left, A, KeyA> left_in;
-  side_in<join_side::right, B, KeyB> right_in;
+  stage_in<R, PO>* down = nullptr;
+  side_in<join_side::left, A, KeyA, PA> left_in;
+  side_in<join_side::right, B, KeyB, PB> right_in;
   std::optional<std::size_t> inputs[2];
   std::optional<state_t> st;
   std::size_t inputs_left = 0;
@@ -408,13 +413,15 @@ struct join_stage final
 /// keyed_stream::interval_join and keyed_stream::window_join; each call returns a new
 /// object (use it as an rvalue, as every builder of the DSL).
 template <class Spec, class K, class A, class KeyA, class B, class KeyB, class LateL = std::nullptr_t,
-          class LateR = std::nullptr_t>
+          class LateR = std::nullptr_t, class PA = acked, class PB = acked>
 class join_stream {
   static constexpr bool interval = std::is_same_v<Spec, detail::interval_bounds>;
 
  public:
   using key_type = K;
-  join_stream(stream<detail::keyed<A>> a, KeyA ka, stream<detail::keyed<B>> b, KeyB kb, Spec spec, join_options o,
+  /// The results' policy: acked when either side is (rill::join_policy_t).
+  using record_policy = join_policy_t<PA, PB>;
+  join_stream(stream<detail::keyed<A>, PA> a, KeyA ka, stream<detail::keyed<B>, PB> b, KeyB kb, Spec spec, join_options o,
               LateL ll, LateR lr, std::string name)
       : a_(std::move(a)), b_(std::move(b)), ka_(std::move(ka)), kb_(std::move(kb)), spec_(spec), opts_(o),
         late_l_(std::move(ll)), late_r_(std::move(lr)), name_(std::move(name)) {}
@@ -429,7 +436,7 @@ class join_stream {
   auto late_left(F f) && {
     static_assert(std::is_invocable_v<F&, record<A>&&, const K&>,
                   "rill::join_stream::late_left(f): accepted is void f(rill::record<A>&&, const K& key)");
-    return join_stream<Spec, K, A, KeyA, B, KeyB, F, LateR>(std::move(a_), std::move(ka_), std::move(b_),
+    return join_stream<Spec, K, A, KeyA, B, KeyB, F, LateR, PA, PB>(std::move(a_), std::move(ka_), std::move(b_),
                                                            std::move(kb_), spec_, opts_, std::move(f),
                                                            std::move(late_r_), std::move(name_));
   }
@@ -438,7 +445,7 @@ class join_stream {
   auto late_right(F f) && {
     static_assert(std::is_invocable_v<F&, record<B>&&, const K&>,
                   "rill::join_stream::late_right(f): accepted is void f(rill::record<B>&&, const K& key)");
-    return join_stream<Spec, K, A, KeyA, B, KeyB, LateL, F>(std::move(a_), std::move(ka_), std::move(b_),
+    return join_stream<Spec, K, A, KeyA, B, KeyB, LateL, F, PA, PB>(std::move(a_), std::move(ka_), std::move(b_),
                                                            std::move(kb_), spec_, opts_, std::move(late_l_),
                                                            std::move(f), std::move(name_));
   }
@@ -485,11 +492,11 @@ class join_stream {
 
  private:
   template <bool Outer, class R, class F>
-  stream<R> build(F f) && {
-    using stage = detail::join_stage<Spec, K, A, KeyA, B, KeyB, F, Outer, R, LateL, LateR>;
-    return stream<R>([a = std::move(a_).attach(), b = std::move(b_).attach(), ka = ka_, kb = kb_, spec = spec_,
+  stream<R, record_policy> build(F f) && {
+    using stage = detail::join_stage<Spec, K, A, KeyA, B, KeyB, F, Outer, R, LateL, LateR, PA, PB>;
+    return stream<R, record_policy>([a = std::move(a_).attach(), b = std::move(b_).attach(), ka = ka_, kb = kb_, spec = spec_,
                       o = opts_, ll = late_l_, lr = late_r_, name = name_,
-                      f = std::move(f)](job_builder& jb, stage_factory<R> down) {
+                      f = std::move(f)](job_builder& jb, stage_factory<R, record_policy> down) {
       const auto idx = jb.metrics().add_stage(name);
       // One instance per worker, reached by both sides' exchanges (each side's key_by
       // builds its consumers on every worker, in either order).
@@ -505,12 +512,12 @@ class join_stream {
         }
         return s;
       };
-      a(jb, [instance](build_context& ctx) -> stage_in<detail::keyed<A>>* {
+      a(jb, [instance](build_context& ctx) -> stage_in<detail::keyed<A>, PA>* {
         stage* s = instance(ctx);
         s->bind(join_side::left, ctx.inputs);
         return &s->left_in;
       });
-      b(jb, [instance](build_context& ctx) -> stage_in<detail::keyed<B>>* {
+      b(jb, [instance](build_context& ctx) -> stage_in<detail::keyed<B>, PB>* {
         stage* s = instance(ctx);
         s->bind(join_side::right, ctx.inputs);
         return &s->right_in;
@@ -518,8 +525,8 @@ class join_stream {
     });
   }
 
-  stream<detail::keyed<A>> a_;
-  stream<detail::keyed<B>> b_;
+  stream<detail::keyed<A>, PA> a_;
+  stream<detail::keyed<B>, PB> b_;
   KeyA ka_;
   KeyB kb_;
   Spec spec_;
@@ -529,9 +536,9 @@ class join_stream {
   std::string name_;
 };
 
-template <class K, class T, class KeyFn, class Hash>
-template <class K2, class B, class KeyB, class HashB>
-auto keyed_stream<K, T, KeyFn, Hash>::interval_join(keyed_stream<K2, B, KeyB, HashB>&& other,
+template <class K, class T, class KeyFn, class Hash, class P>
+template <class K2, class B, class KeyB, class HashB, class P2>
+auto keyed_stream<K, T, KeyFn, Hash, P>::interval_join(keyed_stream<K2, B, KeyB, HashB, P2>&& other,
                                                     std::chrono::nanoseconds lower, std::chrono::nanoseconds upper,
                                                     join_options o) && {
   static_assert(std::is_same_v<K, K2>, "rill::keyed_stream::interval_join: both sides must have the same key "
@@ -540,14 +547,14 @@ auto keyed_stream<K, T, KeyFn, Hash>::interval_join(keyed_stream<K2, B, KeyB, Ha
                                              "the same hash type, so that equal keys meet on one worker");
   o.validate();
   if (lower > upper) throw config_error("join.lower", "join.lower must be <= join.upper");
-  return join_stream<detail::interval_bounds, K, T, KeyFn, B, KeyB>(
+  return join_stream<detail::interval_bounds, K, T, KeyFn, B, KeyB, std::nullptr_t, std::nullptr_t, P, P2>(
       std::move(s_), std::move(key_), std::move(other.s_), std::move(other.key_),
       detail::interval_bounds{lower, upper}, o, nullptr, nullptr, "join");
 }
 
-template <class K, class T, class KeyFn, class Hash>
-template <class K2, class B, class KeyB, class HashB, class Assigner>
-auto keyed_stream<K, T, KeyFn, Hash>::window_join(keyed_stream<K2, B, KeyB, HashB>&& other, Assigner a,
+template <class K, class T, class KeyFn, class Hash, class P>
+template <class K2, class B, class KeyB, class HashB, class P2, class Assigner>
+auto keyed_stream<K, T, KeyFn, Hash, P>::window_join(keyed_stream<K2, B, KeyB, HashB, P2>&& other, Assigner a,
                                                   join_options o) && {
   static_assert(std::is_same_v<K, K2>, "rill::keyed_stream::window_join: both sides must have the same key "
                                        "type K (their key_by functions return the same type)");
@@ -557,7 +564,7 @@ auto keyed_stream<K, T, KeyFn, Hash>::window_join(keyed_stream<K2, B, KeyB, Hash
                 "rill::keyed_stream::window_join(other, a): a must be rill::tumbling or rill::sliding");
   a.validate();
   o.validate();
-  return join_stream<Assigner, K, T, KeyFn, B, KeyB>(std::move(s_), std::move(key_), std::move(other.s_),
+  return join_stream<Assigner, K, T, KeyFn, B, KeyB, std::nullptr_t, std::nullptr_t, P, P2>(std::move(s_), std::move(key_), std::move(other.s_),
                                                      std::move(other.key_), a, o, nullptr, nullptr, "join");
 }
 

@@ -83,19 +83,22 @@ struct late_as_partial {};
 /// every call that may emit runs on the stage's fiber and stops, at the window's next key,
 /// when downstream is not ready (<rill/operators/resumable.hpp>); a record at or after the
 /// watermark that makes no window due is folded on the loop's stack.
-template <class K, class T, class KeyFn, class Assigner, class Agg, class Late, class Hash>
+///
+/// Policy P (rill/core/record.hpp): the aggregator keeps each window's ack token (null for
+/// unacked input); results leave as record<output, P>.
+template <class K, class T, class KeyFn, class Assigner, class Agg, class Late, class Hash, class P>
 struct keyed_window_stage final
-    : stage_in<keyed<T>>,
-      resumable_stage<keyed_window_stage<K, T, KeyFn, Assigner, Agg, Late, Hash>, stage_call<keyed<T>>> {
+    : stage_in<keyed<T>, P>,
+      resumable_stage<keyed_window_stage<K, T, KeyFn, Assigner, Agg, Late, Hash, P>, stage_call<keyed<T>, P>> {
   using aggregator = keyed_window_aggregator<K, T, Assigner, Agg, Hash>;
   using output = typename aggregator::output;
-  using call = stage_call<keyed<T>>;
+  using call = stage_call<keyed<T>, P>;
   aggregator agg;
   KeyFn key;
   Late late_fn;
   runtime* rt;
   stage_counters* c;
-  stage_in<output>* down = nullptr;
+  stage_in<output, P>* down = nullptr;
   std::size_t inputs_left;
   // Output progress (docs/design.md "Keyed windows"): `sent` is the watermark downstream
   // may be told (raised only when no window was due at it, after the results before it),
@@ -147,7 +150,7 @@ struct keyed_window_stage final
     return [this](record<output>&& r) {
       c->add(c->out);
       this->gate();
-      down->on_record(0, std::move(r));
+      down->on_record(0, make_record<P>(std::move(r.value), r.time, r.position, std::move(r.ack)));
     };
   }
   void advance() {
@@ -180,14 +183,14 @@ struct keyed_window_stage final
   static constexpr std::size_t lookahead = 8;
   struct waiting {
     std::size_t in;
-    record<keyed<T>> r;
+    record<keyed<T>, P> r;
     event_time progress_before;  // a held marker of input `in` (event_time_min: none)
   };
   std::array<std::optional<waiting>, lookahead> ring;
   std::size_t head = 0, count = 0;
   std::optional<std::pair<std::size_t, event_time>> held;  // a marker that arrived after the last record
 
-  void on_record(std::size_t in, record<keyed<T>>&& r) override {
+  void on_record(std::size_t in, record<keyed<T>, P>&& r) override {
     agg.prefetch(r.value.hash, r.time);
     event_time before = event_time_min;
     if (held) {
@@ -230,11 +233,11 @@ struct keyed_window_stage final
   }
   // One record leaving the look-ahead: a record at or after the watermark that makes no
   // window due is folded on the loop's stack; the rest runs on the fiber.
-  void process(std::size_t in, record<keyed<T>>&& r) {
+  void process(std::size_t in, record<keyed<T>, P>&& r) {
     c->add(c->in);
     if (lanes.empty() && !this->busy() && r.time >= agg.watermark()) {  // folds without emitting
       const K k = key(static_cast<const T&>(r.value.value));
-      agg.fold_on_time(in, k, r.value.hash, r.value.value, r.time, advances_progress(r), std::move(r.ack), now());
+      agg.fold_on_time(in, k, r.value.hash, r.value.value, r.time, advances_progress(r), take_ack(r), now());
       if (!agg.due()) return raise_sent();
       return this->submit({call::kind::fire, 0, {}, {}, std::nullopt});
     }
@@ -288,11 +291,15 @@ struct keyed_window_stage final
       case call::kind::record: {
         auto& r = *k.r;
         const K kk = key(static_cast<const T&>(r.value.value));
-        lane* l = r.position ? lane_for(*r.position, r.time) : nullptr;
+        lane* l = nullptr;
+        if constexpr (carries_acks_v<P>) l = r.position ? lane_for(*r.position, r.time) : nullptr;
         aggregator& a = l ? l->agg : agg;
         const auto late_before = a.late();
+        // push_value moves the token only when it folds the record in: a late record
+        // keeps it, for the late side output (its input is done when that output is).
+        auto ack = take_ack(r);
         a.push_value(l ? 0 : k.in, kk, r.value.hash, r.value.value, r.time, l ? !l->caught_up : advances_progress(r),
-                     std::move(r.ack), l ? steady_time{} : now(), emit, [&](event_time s, event_time e) {
+                     std::move(ack), l ? steady_time{} : now(), emit, [&](event_time s, event_time e) {
                        if constexpr (std::is_same_v<Late, late_as_partial>) {
                          // Downstream first learns the watermark this record is late at,
                          // so the global stage judges it at the same watermark.
@@ -301,9 +308,11 @@ struct keyed_window_stage final
                          auto acc = agg_fn.init();
                          agg_fn.add(acc, static_cast<const T&>(r.value.value));
                          emit(record<output>{output{kk, s, e, agg_fn.result(acc)}, e - std::chrono::nanoseconds{1},
-                                             std::nullopt, std::move(r.ack)});
+                                             std::nullopt, std::move(ack)});
                        } else if constexpr (!std::is_same_v<Late, std::nullptr_t>) {
-                         late_fn(record<T>{std::move(r.value.value), r.time, r.position, std::move(r.ack)}, kk, s, e);
+                         call_widened(late_fn,
+                                      make_record<P>(std::move(r.value.value), r.time, position_of(r), std::move(ack)),
+                                      kk, s, e);
                        }
                      });
         if (a.late() != late_before) c->add(c->late, a.late() - late_before);
@@ -372,12 +381,14 @@ struct keyed_window_stage final
 }  // namespace detail
 
 /// A keyed stream with a window assigner (see the banner). Made by keyed_stream::window.
-template <class K, class T, class KeyFn, class Assigner, class Late = std::nullptr_t, class Hash = default_hash<K>>
+template <class K, class T, class KeyFn, class Assigner, class Late = std::nullptr_t, class Hash = default_hash<K>,
+          class P = acked>
 class windowed_stream {
  public:
   using key_type = K;
   using value_type = T;
-  windowed_stream(stream<detail::keyed<T>> s, KeyFn key, Assigner a, window_options o, Late late,
+  using record_policy = P;
+  windowed_stream(stream<detail::keyed<T>, P> s, KeyFn key, Assigner a, window_options o, Late late,
                   std::string name, Hash hash = {})
       : s_(std::move(s)), key_(std::move(key)), assigner_(a), opts_(o), late_(std::move(late)),
         name_(std::move(name)), hash_(std::move(hash)) {}
@@ -386,10 +397,10 @@ class windowed_stream {
   /// window_start, event_time window_end), called on the worker (see window_options).
   template <class F>
   auto late(F f) && {
-    static_assert(std::is_invocable_v<F&, record<T>&&, const K&, event_time, event_time>,
+    static_assert(detail::invocable_widened_v<F, record<T, P>, const K&, event_time, event_time>,
                   "rill::windowed_stream::late(f): accepted is void f(rill::record<T>&&, const K& key, "
                   "rill::event_time window_start, rill::event_time window_end)");
-    return windowed_stream<K, T, KeyFn, Assigner, F, Hash>(std::move(s_), std::move(key_), assigner_, opts_,
+    return windowed_stream<K, T, KeyFn, Assigner, F, Hash, P>(std::move(s_), std::move(key_), assigner_, opts_,
                                                             std::move(f), std::move(name_), std::move(hash_));
   }
   /// Names the stage in the run report (run_report::stage(name)); default "window".
@@ -405,12 +416,12 @@ class windowed_stream {
     static_assert(std::is_same_v<Assigner, tumbling> || mergeable_aggregate<G, T>,
                   "rill::windowed_stream::aggregate: sliding and session windows merge accumulators; "
                   "give merge: .aggregate(init, add, merge) or an aggregate with merge(acc&, const acc&)");
-    using stage = detail::keyed_window_stage<K, T, KeyFn, Assigner, G, Late, Hash>;
+    using stage = detail::keyed_window_stage<K, T, KeyFn, Assigner, G, Late, Hash, P>;
     using out = typename stage::output;
-    return stream<out>([prev = std::move(s_).attach(), key = key_, a = assigner_, o = opts_, late = late_,
-                        name = name_, h = hash_, g](job_builder& b, stage_factory<out> down) {
+    return stream<out, P>([prev = std::move(s_).attach(), key = key_, a = assigner_, o = opts_, late = late_,
+                           name = name_, h = hash_, g](job_builder& b, stage_factory<out, P> down) {
       const auto idx = b.metrics().add_stage(name);
-      prev(b, [=, &b](build_context& ctx) -> stage_in<detail::keyed<T>>* {
+      prev(b, [=, &b](build_context& ctx) -> stage_in<detail::keyed<T>, P>* {
         auto* s = ctx.make<stage>(a, o, g, ctx.inputs, key, late, h, &b.rt(), &ctx.metrics->at(idx, ctx.worker_id),
                                   ctx.w);
         auto sub = ctx;
@@ -470,7 +481,7 @@ class windowed_stream {
   auto mean(F f) && { return std::move(*this).aggregate(agg::mean_of<T>(std::move(f))); }
 
  private:
-  stream<detail::keyed<T>> s_;
+  stream<detail::keyed<T>, P> s_;
   KeyFn key_;
   Assigner assigner_;
   window_options opts_;
@@ -480,21 +491,22 @@ class windowed_stream {
 };
 
 /// What key_by returns (see the banner).
-template <class K, class T, class KeyFn, class Hash = default_hash<K>>
+template <class K, class T, class KeyFn, class Hash = default_hash<K>, class P = acked>
 class keyed_stream {
  public:
   using key_type = K;
   using value_type = T;
+  using record_policy = P;
   /// The hash key_by used (the keyed operators after it hash stored keys with it).
   using hasher = Hash;
-  keyed_stream(stream<detail::keyed<T>> s, KeyFn key, Hash hash = {})
+  keyed_stream(stream<detail::keyed<T>, P> s, KeyFn key, Hash hash = {})
       : s_(std::move(s)), key_(std::move(key)), hash_(std::move(hash)) {}
 
   /// Event-time windows per key. `a`: rill::tumbling, rill::sliding or rill::session;
   /// `o`: delay, lateness, idle inputs, stop policy. Both are validated here (throws
   /// rill::config_error naming the key, e.g. "window.size").
   template <class Assigner>
-  windowed_stream<K, T, KeyFn, Assigner, std::nullptr_t, Hash> window(Assigner a, window_options o = {}) && {
+  windowed_stream<K, T, KeyFn, Assigner, std::nullptr_t, Hash, P> window(Assigner a, window_options o = {}) && {
     static_assert(std::is_same_v<Assigner, tumbling> || std::is_same_v<Assigner, sliding> ||
                       std::is_same_v<Assigner, session>,
                   "rill::keyed_stream::window(a): a must be rill::tumbling, rill::sliding or rill::session");
@@ -507,17 +519,17 @@ class keyed_stream {
   /// a.t + lower <= b.t <= a.t + upper. Returns a rill::join_stream; the rules and the
   /// result functions are in <rill/operators/join.hpp>. Throws rill::config_error
   /// ("join.lower" when lower > upper, and join_options::validate's keys).
-  template <class K2, class B, class KeyB, class HashB>
-  auto interval_join(keyed_stream<K2, B, KeyB, HashB>&& other, std::chrono::nanoseconds lower,
+  template <class K2, class B, class KeyB, class HashB, class P2>
+  auto interval_join(keyed_stream<K2, B, KeyB, HashB, P2>&& other, std::chrono::nanoseconds lower,
                      std::chrono::nanoseconds upper, join_options o = {}) &&;
   /// Window join with `other` (same key type K) in tumbling or sliding windows `a`
   /// (<rill/operators/join.hpp>). Throws rill::config_error (the assigner's and
   /// join_options::validate's keys).
-  template <class K2, class B, class KeyB, class HashB, class Assigner>
-  auto window_join(keyed_stream<K2, B, KeyB, HashB>&& other, Assigner a, join_options o = {}) &&;
+  template <class K2, class B, class KeyB, class HashB, class P2, class Assigner>
+  auto window_join(keyed_stream<K2, B, KeyB, HashB, P2>&& other, Assigner a, join_options o = {}) &&;
 
   /// The values, on their key's worker (the key is dropped).
-  stream<T> values() && {
+  stream<T, P> values() && {
     return std::move(s_).map([](detail::keyed<T>&& v) -> T { return std::move(v.value); });
   }
   /// The stream<T> operators, applied to values() on the key's worker: same signatures
@@ -538,9 +550,9 @@ class keyed_stream {
   }
 
  private:
-  template <class, class, class, class>
+  template <class, class, class, class, class>
   friend class keyed_stream;  // a join takes the other side's routed stream and key
-  stream<detail::keyed<T>> s_;
+  stream<detail::keyed<T>, P> s_;
   KeyFn key_;
   Hash hash_;
 };

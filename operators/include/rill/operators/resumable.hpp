@@ -280,13 +280,13 @@ class fiber_call {
 /// `record` (r set), `progress` (t: the input's frontier), `end`, `tick` (now: processing
 /// time), `fire` (what a record folded on the loop's stack made due). `in`: the logical
 /// input.
-template <class In>
+template <class In, class P = acked>
 struct stage_call {
   enum class kind : std::uint8_t { record, progress, end, tick, fire } k;
   std::size_t in = 0;
   event_time t{};
   steady_time now{};
-  std::optional<record<In>> r;
+  std::optional<record<In, P>> r;
 };
 
 /// The base of an operator instance whose calls may emit without bound (see the banner).

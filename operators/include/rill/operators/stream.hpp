@@ -1,8 +1,9 @@
 // rill/operators/stream.hpp — the pipeline DSL: a typed stream and its operators.
 //
 // Defines:
-//   rill::stream<T>   a stream of records with payload T; each operator returns a new stream
-//   rill::from(src)   the stream of a source (rill::source_of)
+//   rill::stream<T, P = acked>  a stream of records<T, P> (P: the record policy of
+//                     <rill/core/record.hpp>); each operator returns a new stream of the same P
+//   rill::from(src)   the stream of a source (rill::source_of), of the source's policy
 //   rill::sink_of<S, T>  a shared sink object (write/progress/end per worker)
 //   rill::end_to_end_latency(registry, sink)  the handle of a sink's latency histogram
 //
@@ -31,8 +32,11 @@
 //              suspended inside emit until downstream has room: <rill/operators/flat_map.hpp>);
 //              or R f(T&&) returning a range of U (std::vector<U>, ...)
 //   key_by:    K f(const T&), K hashable by boost::hash
-//   sink:      void f(T&&), void f(const T&), void f(record<T>&&), or a rill::sink_of<T>
-//   window_sort late side output: void f(record<T>&&, event_time start, event_time end)
+//   sink:      void f(T&&), void f(const T&), void f(record<T, P>&&), void f(record<T>&&),
+//              or a rill::sink_of<T>
+//   window_sort late side output: void f(record<T, P>&&, event_time start, event_time end)
+// On an unacked stream a function taking the acked form (record<T>&&, window<U>&&) gets
+// rill::to_acked of the value (no position, no token; a window's records are copied).
 // Each function object is copied once per worker: state in it is per worker. User
 // functions run on worker threads; an exception from one stops the run and is rethrown
 // by runtime::run ("fail" policy).
@@ -66,16 +70,18 @@ namespace rill {
 /// A shared sink: one object for all workers; write/progress/end are called from the
 /// worker holding the record (`worker` = its id), so the implementation must be safe for
 /// calls from several workers at once.
-template <class S, class T>
-concept sink_of = requires(S& s, std::size_t worker, record<T>&& r, event_time t) {
-  s.write(worker, std::move(r));
+/// On a stream of policy P (rill/core/record.hpp), write may take record<T, P>&& or
+/// record<T>&& (an unacked record is then given as rill::to_acked(r)).
+template <class S, class T, class P = acked>
+concept sink_of = requires(S& s, std::size_t worker, event_time t) {
   s.progress(worker, t);
   s.end(worker);
-};
+} && (requires(S& s, std::size_t worker, record<T, P>&& r) { s.write(worker, std::move(r)); } ||
+      requires(S& s, std::size_t worker, record<T, acked>&& r) { s.write(worker, std::move(r)); });
 
-template <class T>
+template <class T, class P = acked>
 class stream;
-template <class K, class T, class KeyFn, class Hash>
+template <class K, class T, class KeyFn, class Hash, class P>
 class keyed_stream;
 
 /// The end-to-end latency histogram of the sink whose `operator` label is `op` (the
@@ -164,35 +170,35 @@ struct end_to_end_sampler {
 };
 
 /// Shared pass-through of the control path.
-template <class In, class Out>
-struct forwarding_stage : stage_in<In> {
-  stage_in<Out>* down = nullptr;
+template <class In, class Out, class P>
+struct forwarding_stage : stage_in<In, P> {
+  stage_in<Out, P>* down = nullptr;
   void on_progress(std::size_t in, event_time t) override { down->on_progress(in, t); }
   void on_end(std::size_t in) override { down->on_end(in); }
   bool on_flush() override { return down->on_flush(); }
   bool ready() override { return down->ready(); }
 };
 
-template <class T, class U, class F>
-struct map_stage final : forwarding_stage<T, U> {
+template <class T, class U, class F, class P>
+struct map_stage final : forwarding_stage<T, U, P> {
   F f;
   named_op op;
   map_stage(F fn, named_op o) : f(std::move(fn)), op(o) {}
-  void on_record(std::size_t in, record<T>&& r) override {
+  void on_record(std::size_t in, record<T, P>&& r) override {
     U u = [&] {
       operator_scope running{op.slot, op.name};
       return U(f(std::move(r.value)));
     }();
-    this->down->on_record(in, record<U>{std::move(u), r.time, r.position, std::move(r.ack)});
+    this->down->on_record(in, rebind(std::move(r), std::move(u)));
   }
 };
 
-template <class T, class F>
-struct filter_stage final : forwarding_stage<T, T> {
+template <class T, class F, class P>
+struct filter_stage final : forwarding_stage<T, T, P> {
   F f;
   named_op op;
   filter_stage(F fn, named_op o) : f(std::move(fn)), op(o) {}
-  void on_record(std::size_t in, record<T>&& r) override {
+  void on_record(std::size_t in, record<T, P>&& r) override {
     bool keep;
     {
       operator_scope running{op.slot, op.name};
@@ -201,6 +207,54 @@ struct filter_stage final : forwarding_stage<T, T> {
     if (keep) this->down->on_record(in, std::move(r));
   }
 };
+
+/// stream<T, unacked>::to_acked(): each record as rill::to_acked(r).
+template <class T>
+struct widen_stage final : stage_in<T, unacked> {
+  stage_in<T, acked>* out = nullptr;
+  void on_record(std::size_t in, record<T, unacked>&& r) override { out->on_record(in, to_acked(std::move(r))); }
+  void on_progress(std::size_t in, event_time t) override { out->on_progress(in, t); }
+  void on_end(std::size_t in) override { out->on_end(in); }
+  bool on_flush() override { return out->on_flush(); }
+  bool ready() override { return out->ready(); }
+};
+
+/// A value for a user function written for the acked form: record<T, unacked> and
+/// window<T, unacked> as their acked forms (rill::to_acked), anything else as is.
+template <class X>
+struct widened {
+  using type = X;
+};
+template <class T>
+struct widened<record<T, unacked>> {
+  using type = record<T, acked>;
+};
+template <class T>
+struct widened<window<T, unacked>> {
+  using type = window<T, acked>;
+};
+template <class X>
+using widened_t = typename widened<X>::type;
+template <class X>
+widened_t<X> widen(X&& x) {
+  if constexpr (std::is_same_v<widened_t<X>, X>)
+    return std::move(x);
+  else
+    return to_acked(std::move(x));
+}
+
+/// Calls f with r, or with its acked form when f accepts only that (an unacked record
+/// given to a function written for record<T>&&).
+template <class F, class R, class... A>
+decltype(auto) call_widened(F& f, R&& r, A&&... a) {
+  if constexpr (std::is_invocable_v<F&, R&&, A...>)
+    return f(std::move(r), std::forward<A>(a)...);
+  else
+    return f(widen(std::move(r)), std::forward<A>(a)...);
+}
+template <class F, class R, class... A>
+inline constexpr bool invocable_widened_v =
+    std::is_invocable_v<F&, R&&, A...> || std::is_invocable_v<F&, widened_t<R>&&, A...>;
 
 /// What crosses key_by's exchange: the value and the hash of its key, so that the keyed
 /// operators after it never hash the key again.
@@ -211,34 +265,32 @@ struct keyed {
 };
 
 /// Producer side of key_by: routes to hash(key) % workers through an exchange.
-template <class T, class KeyFn, class Hash>
-struct key_by_stage final : stage_in<T> {
+template <class T, class KeyFn, class Hash, class P>
+struct key_by_stage final : stage_in<T, P> {
+  using item = envelope<keyed<T>, P>;
   KeyFn key;
   Hash hasher;
-  std::shared_ptr<exchange<keyed<T>>> ex;
+  std::shared_ptr<exchange<keyed<T>, P>> ex;
   std::size_t from, workers, offset = 0;  // offset: first consumer-side input of ours
   std::vector<event_time> frontier;
-  key_by_stage(KeyFn k, Hash h, std::shared_ptr<exchange<keyed<T>>> e, std::size_t w, std::size_t n,
+  key_by_stage(KeyFn k, Hash h, std::shared_ptr<exchange<keyed<T>, P>> e, std::size_t w, std::size_t n,
                std::size_t inputs)
       : key(std::move(k)), hasher(std::move(h)), ex(std::move(e)), from(w), workers(n),
         frontier(inputs, event_time_min) {}
 
-  void on_record(std::size_t in, record<T>&& r) override {
+  void on_record(std::size_t in, record<T, P>&& r) override {
     const std::size_t h = mix_hash(hasher(key(static_cast<const T&>(r.value))));
     if (advances_progress(r) && r.time > frontier[in]) frontier[in] = r.time;
     ex->push(from, h % workers,
-             envelope<keyed<T>>{envelope<keyed<T>>::kind::record, std::uint32_t(offset + in), frontier[in],
-                                record<keyed<T>>{keyed<T>{std::move(r.value), h}, r.time, r.position,
-                                                 std::move(r.ack)}});
+             item{item::kind::record, std::uint32_t(offset + in), frontier[in],
+                  rebind(std::move(r), keyed<T>{std::move(r.value), h})});
   }
   void on_progress(std::size_t in, event_time t) override {
     if (t > frontier[in]) frontier[in] = t;
-    ex->broadcast(from, envelope<keyed<T>>{envelope<keyed<T>>::kind::progress, std::uint32_t(offset + in),
-                                           frontier[in], std::nullopt});
+    ex->broadcast(from, item{item::kind::progress, std::uint32_t(offset + in), frontier[in], std::nullopt});
   }
   void on_end(std::size_t in) override {
-    ex->broadcast(from, envelope<keyed<T>>{envelope<keyed<T>>::kind::end, std::uint32_t(offset + in),
-                                           event_time_max, std::nullopt});
+    ex->broadcast(from, item{item::kind::end, std::uint32_t(offset + in), event_time_max, std::nullopt});
     ex->flush(from);
   }
   bool on_flush() override { return ex->flush(from); }
@@ -248,12 +300,12 @@ struct key_by_stage final : stage_in<T> {
 };
 
 /// Producer side of rebalance: hands records to the node's ring.
-template <class T>
-struct rebalance_stage final : stage_in<T> {
-  std::shared_ptr<rebalance_exchange<T>> ex;
+template <class T, class P>
+struct rebalance_stage final : stage_in<T, P> {
+  std::shared_ptr<rebalance_exchange<T, P>> ex;
   std::size_t producer;
-  rebalance_stage(std::shared_ptr<rebalance_exchange<T>> e, std::size_t p) : ex(std::move(e)), producer(p) {}
-  void on_record(std::size_t in, record<T>&& r) override { ex->push(producer, in, std::move(r)); }
+  rebalance_stage(std::shared_ptr<rebalance_exchange<T, P>> e, std::size_t p) : ex(std::move(e)), producer(p) {}
+  void on_record(std::size_t in, record<T, P>&& r) override { ex->push(producer, in, std::move(r)); }
   void on_progress(std::size_t in, event_time t) override { ex->progress(producer, in, t); }
   void on_end(std::size_t in) override { ex->end(producer, in); }
   bool on_flush() override { return ex->flush(producer); }
@@ -266,12 +318,13 @@ struct rebalance_stage final : stage_in<T> {
 /// call that may emit a window runs on the stage's fiber and stops when downstream is not
 /// ready (<rill/operators/resumable.hpp>); a record that is in time, finds room and makes
 /// no window due is buffered on the loop's stack.
-template <class T, class Late>
-struct window_sort_stage final : stage_in<T>, resumable_stage<window_sort_stage<T, Late>, stage_call<T>> {
-  using call = stage_call<T>;
-  window_sorter<T> sorter;
+template <class T, class Late, class P>
+struct window_sort_stage final : stage_in<T, P>, resumable_stage<window_sort_stage<T, Late, P>, stage_call<T, P>> {
+  using call = stage_call<T, P>;
+  using W = window<T, P>;
+  window_sorter<T, P> sorter;
   Late late_fn;
-  stage_in<window<T>>* down = nullptr;
+  stage_in<W, P>* down = nullptr;
   stage_counters* c;
   event_time sent = event_time_min;
   std::size_t inputs_left;
@@ -286,20 +339,20 @@ struct window_sort_stage final : stage_in<T>, resumable_stage<window_sort_stage<
     return sorter.options().idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{};
   }
   auto on_window() {
-    return [this](window<T>&& w) {
+    return [this](W&& w) {
       c->add(c->out, w.records.size());
       const auto t = w.end - std::chrono::nanoseconds{1};
       auto ack = join_acks(w.records);  // the window is done when all its inputs are
       this->gate();
-      down->on_record(0, record<window<T>>{std::move(w), t, std::nullopt, std::move(ack)});
+      down->on_record(0, make_record<P>(std::move(w), t, std::nullopt, std::move(ack)));
     };
   }
   // The sorter's late callback: late_fn, or one that does nothing when none was given.
   auto on_late() {
     if constexpr (std::is_same_v<Late, std::nullptr_t>)
-      return [](record<T>&&, event_time, event_time) {};
+      return [](record<T, P>&&, event_time, event_time) {};
     else
-      return [this](record<T>&& lr, event_time s, event_time e) { late_fn(std::move(lr), s, e); };
+      return [this](record<T, P>&& lr, event_time s, event_time e) { call_widened(late_fn, std::move(lr), s, e); };
   }
   void advance() {
     const auto w = sorter.watermark();
@@ -309,7 +362,7 @@ struct window_sort_stage final : stage_in<T>, resumable_stage<window_sort_stage<
       down->on_progress(0, w);
     }
   }
-  void on_record(std::size_t in, record<T>&& r) override {
+  void on_record(std::size_t in, record<T, P>&& r) override {
     c->add(c->in);
     if (!this->busy() && sorter.try_buffer(in, r, now())) {
       if (!sorter.due()) return advance();
@@ -361,8 +414,8 @@ struct window_sort_stage final : stage_in<T>, resumable_stage<window_sort_stage<
   bool down_flush() { return down->on_flush(); }
 };
 
-template <class T, class F>
-struct sink_stage final : stage_in<T> {
+template <class T, class F, class P>
+struct sink_stage final : stage_in<T, P> {
   F f;
   std::size_t inputs_left;
   std::function<void()> done;
@@ -371,13 +424,15 @@ struct sink_stage final : stage_in<T> {
       : f(std::move(fn)), inputs_left(inputs), done(std::move(d)), c(cs) {}
   named_op op;
   end_to_end_sampler e2e;
-  void on_record(std::size_t, record<T>&& r) override {
+  void on_record(std::size_t, record<T, P>&& r) override {
     c->add(c->in);
     e2e.on_record(r.time);
     operator_scope running{op.slot, op.name};
-    if constexpr (std::is_invocable_v<F&, record<T>&&>) f(std::move(r));
+    if constexpr (std::is_invocable_v<F&, record<T, P>&&>) f(std::move(r));
+    else if constexpr (std::is_invocable_v<F&, record<T>&&>) f(to_acked(std::move(r)));
     else if constexpr (std::is_invocable_v<F&, T&&>) f(std::move(r.value));
-    else f(static_cast<const T&>(r.value));
+    else if constexpr (std::is_invocable_v<F&, const T&>) f(static_cast<const T&>(r.value));
+    else f(widen(std::move(r.value)));
   }
   void on_progress(std::size_t, event_time) override {}
   void on_end(std::size_t) override {
@@ -385,8 +440,8 @@ struct sink_stage final : stage_in<T> {
   }
 };
 
-template <class T, class S>
-struct shared_sink_stage final : stage_in<T> {
+template <class T, class S, class P>
+struct shared_sink_stage final : stage_in<T, P> {
   std::shared_ptr<S> s;
   std::size_t worker, inputs_left;
   std::vector<event_time> frontier;
@@ -399,11 +454,12 @@ struct shared_sink_stage final : stage_in<T> {
         done(std::move(d)), c(cs) {}
   named_op op;
   end_to_end_sampler e2e;
-  void on_record(std::size_t, record<T>&& r) override {
+  void on_record(std::size_t, record<T, P>&& r) override {
     c->add(c->in);
     e2e.on_record(r.time);
     operator_scope running{op.slot, op.name};
-    s->write(worker, std::move(r));
+    if constexpr (requires { s->write(worker, std::move(r)); }) s->write(worker, std::move(r));
+    else s->write(worker, to_acked(std::move(r)));
   }
   /// Optional sink backpressure: a sink with `bool flush(worker)` is asked before each
   /// source slice; false = it is full and the source waits.
@@ -464,13 +520,32 @@ inline drain_schedule drain_scheduling(build_context& ctx) {
 
 }  // namespace detail
 
-template <class T>
+template <class T, class P>
 class stream {
  public:
   using value_type = T;
+  /// The records' policy (rill/core/record.hpp): the source's, kept by every operator.
+  using record_policy = P;
+  using record_type = record<T, P>;
   /// Wires the upstream part of the graph so that it feeds the consumers `down` builds.
-  using attach_fn = std::function<void(job_builder&, stage_factory<T>)>;
+  using attach_fn = std::function<void(job_builder&, stage_factory<T, P>)>;
   explicit stream(attach_fn a) : attach_(std::move(a)) {}
+
+  /// The same records as acked ones (rill::to_acked): for an operator or sink written for
+  /// record<T>. Costs one virtual call and a move per record; on an acked stream, itself.
+  stream<T, acked> to_acked() && {
+    if constexpr (carries_acks_v<P>) {
+      return std::move(*this);
+    } else {
+      return stream<T, acked>([prev = std::move(attach_)](job_builder& b, stage_factory<T, acked> down) {
+        prev(b, [down](build_context& ctx) -> stage_in<T, P>* {
+          auto* s = ctx.make<detail::widen_stage<T>>();
+          s->out = down(ctx);
+          return s;
+        });
+      });
+    }
+  }
 
   /// U f(T&&) on every record. `name` names the operator for the stall detector
   /// (runtime_options::stall_threshold); map, filter and flat_map keep no counters.
@@ -479,10 +554,10 @@ class stream {
     using U = typename detail::map_result<T, F>::type;
     static_assert(!std::is_void_v<U>, "rill::stream<T>::map(f): f must return a value (U f(T&&))");
     auto n = std::make_shared<std::string>(std::move(name));
-    return stream<U>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<U> down) {
-      prev(b, [f, down, n](build_context& ctx) -> stage_in<T>* {
+    return stream<U, P>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<U, P> down) {
+      prev(b, [f, down, n](build_context& ctx) -> stage_in<T, P>* {
         ctx.keep_alive->push_back(n);
-        auto* s = ctx.make<detail::map_stage<T, U, F>>(f, detail::named_op_of(ctx, n.get()));
+        auto* s = ctx.make<detail::map_stage<T, U, F, P>>(f, detail::named_op_of(ctx, n.get()));
         s->down = down(ctx);
         return s;
       });
@@ -491,14 +566,14 @@ class stream {
 
   /// Keeps the records for which bool f(const T&) is true. `name`: as for map.
   template <class F>
-  stream<T> filter(F f, std::string name = "filter") && {
+  stream<T, P> filter(F f, std::string name = "filter") && {
     static_assert(std::is_invocable_r_v<bool, F&, const T&>,
                   "rill::stream<T>::filter(f): accepted signature is bool f(const T&)");
     auto n = std::make_shared<std::string>(std::move(name));
-    return stream<T>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<T> down) {
-      prev(b, [f, down, n](build_context& ctx) -> stage_in<T>* {
+    return stream<T, P>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<T, P> down) {
+      prev(b, [f, down, n](build_context& ctx) -> stage_in<T, P>* {
         ctx.keep_alive->push_back(n);
-        auto* s = ctx.make<detail::filter_stage<T, F>>(f, detail::named_op_of(ctx, n.get()));
+        auto* s = ctx.make<detail::filter_stage<T, F, P>>(f, detail::named_op_of(ctx, n.get()));
         s->down = down(ctx);
         return s;
       });
@@ -512,16 +587,16 @@ class stream {
   template <class U = void, class F>
   auto flat_map(F f, std::string name = "flat_map") && {
     using Out = typename detail::flat_map_result<T, F, U>::type;
-    static_assert(std::is_invocable_v<F&, T&&, detail::emitter<Out>&> ||
+    static_assert(std::is_invocable_v<F&, T&&, detail::emitter<Out, P>&> ||
                       detail::returns_range<F, T>::value,
                   "rill::stream<T>::flat_map(f): accepted signatures are "
                   "void f(T&&, Emit&) with flat_map<U>(f), or Range<U> f(T&&)");
     auto n = std::make_shared<std::string>(std::move(name));
-    return stream<Out>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<Out> down) {
-      prev(b, [f, down, n](build_context& ctx) -> stage_in<T>* {
+    return stream<Out, P>([prev = std::move(attach_), f, n](job_builder& b, stage_factory<Out, P> down) {
+      prev(b, [f, down, n](build_context& ctx) -> stage_in<T, P>* {
         ctx.keep_alive->push_back(n);
         const auto op = detail::named_op_of(ctx, n.get());
-        auto* s = ctx.make<detail::flat_map_stage<T, Out, F>>(f, op.slot, op.name, ctx.w);
+        auto* s = ctx.make<detail::flat_map_stage<T, Out, F, P>>(f, op.slot, op.name, ctx.w);
         s->down = down(ctx);
         return s;
       });
@@ -541,10 +616,10 @@ class stream {
     static_assert(std::is_invocable_r_v<std::size_t, const Hash&, const K&>,
                   "rill::stream<T>::key_by(f, hash): hash must be std::size_t hash(const Key&)");
     using KT = detail::keyed<T>;
-    stream<KT> routed([prev = std::move(attach_), key, hash](job_builder& b, stage_factory<KT> down) {
+    stream<KT, P> routed([prev = std::move(attach_), key, hash](job_builder& b, stage_factory<KT, P> down) {
       const std::size_t n = b.workers();
-      auto ex = std::make_shared<detail::exchange<KT>>(n, 256, 64);
-      auto producers = std::make_shared<std::vector<detail::key_by_stage<T, KeyFn, Hash>*>>();
+      auto ex = std::make_shared<detail::exchange<KT, P>>(n, 256, 64);
+      auto producers = std::make_shared<std::vector<detail::key_by_stage<T, KeyFn, Hash, P>*>>();
       b.add_finalizer([&b, ex, producers, down, n] {
         std::size_t total = 0;
         for (auto* p : *producers) {
@@ -561,13 +636,13 @@ class stream {
           ex->bind_consumer(w, drains.post, head, total, drains.retry);
         }
       });
-      prev(b, [key, hash, ex, producers, n](build_context& ctx) -> stage_in<T>* {
-        auto* s = ctx.make<detail::key_by_stage<T, KeyFn, Hash>>(key, hash, ex, ctx.worker_id, n, ctx.inputs);
+      prev(b, [key, hash, ex, producers, n](build_context& ctx) -> stage_in<T, P>* {
+        auto* s = ctx.make<detail::key_by_stage<T, KeyFn, Hash, P>>(key, hash, ex, ctx.worker_id, n, ctx.inputs);
         producers->push_back(s);
         return s;
       });
     });
-    return keyed_stream<K, T, KeyFn, Hash>(std::move(routed), std::move(key), std::move(hash));
+    return keyed_stream<K, T, KeyFn, Hash, P>(std::move(routed), std::move(key), std::move(hash));
   }
 
   /// Shares the following stateless work between workers through the NUMA node's ring
@@ -575,12 +650,12 @@ class stream {
   /// worker of node A, or of another node when A's ring is full or another node is idle.
   /// Batches of 256 records; 64 batches per node ring; cross-node moves of 4 batches.
   /// Each ring's depth is the gauge rill_queue_depth_batches{queue="rebalance",node}.
-  stream<T> rebalance() && {
-    return stream<T>([prev = std::move(attach_)](job_builder& b, stage_factory<T> down) {
+  stream<T, P> rebalance() && {
+    return stream<T, P>([prev = std::move(attach_)](job_builder& b, stage_factory<T, P> down) {
       const std::size_t n = b.workers();
       std::size_t nodes = 1;
       for (std::size_t w = 0; w < n; ++w) nodes = std::max(nodes, b.rt().node_of(w) + 1);
-      auto ex = std::make_shared<detail::rebalance_exchange<T>>(n, nodes, 64, 256, 4);
+      auto ex = std::make_shared<detail::rebalance_exchange<T, P>>(n, nodes, 64, 256, 4);
       for (std::size_t node = 0; node < nodes; ++node)
         b.metrics().add_gauge_fn("rill_queue_depth_batches", "Batches waiting in an exchange inbox (256 records each)",
                                  {{"queue", "rebalance"}, {"node", std::to_string(node)}},
@@ -598,9 +673,9 @@ class stream {
           if (ex->total_inputs() == 0) b.on_start(w, [ex, w] { ex->sync(w); });
         }
       });
-      prev(b, [ex, &b](build_context& ctx) -> stage_in<T>* {
+      prev(b, [ex, &b](build_context& ctx) -> stage_in<T, P>* {
         ex->add_producer(ctx.worker_id, b.rt().node_of(ctx.worker_id), ctx.inputs);
-        return ctx.make<detail::rebalance_stage<T>>(ex, ex->producer_index(ctx.worker_id));
+        return ctx.make<detail::rebalance_stage<T, P>>(ex, ex->producer_index(ctx.worker_id));
       });
     });
   }
@@ -613,17 +688,17 @@ class stream {
   /// side output (called on the worker; nullptr = count only). Throws config_error from
   /// run() when options are invalid.
   template <class Late = std::nullptr_t>
-  stream<window<T>> window_sort(window_sort_options opts, Late late = nullptr) && {
+  stream<window<T, P>, P> window_sort(window_sort_options opts, Late late = nullptr) && {
     opts.validate();
     static_assert(std::is_same_v<Late, std::nullptr_t> ||
-                      std::is_invocable_v<Late&, record<T>&&, event_time, event_time>,
+                      detail::invocable_widened_v<Late, record<T, P>, event_time, event_time>,
                   "rill::stream<T>::window_sort(opts, late): accepted late side output is "
                   "void f(record<T>&&, event_time window_start, event_time window_end)");
-    using W = window<T>;
-    return stream<W>([prev = std::move(attach_), opts, late](job_builder& b, stage_factory<W> down) {
+    using W = window<T, P>;
+    return stream<W, P>([prev = std::move(attach_), opts, late](job_builder& b, stage_factory<W, P> down) {
       const auto idx = b.metrics().add_stage("window_sort");
-      prev(b, [opts, late, down, idx](build_context& ctx) -> stage_in<T>* {
-        auto* s = ctx.make<detail::window_sort_stage<T, Late>>(opts, ctx.inputs, late,
+      prev(b, [opts, late, down, idx](build_context& ctx) -> stage_in<T, P>* {
+        auto* s = ctx.make<detail::window_sort_stage<T, Late, P>>(opts, ctx.inputs, late,
                                                                &ctx.metrics->at(idx, ctx.worker_id), ctx.w);
         auto sub = ctx;
         sub.inputs = 1;
@@ -649,26 +724,27 @@ class stream {
         if constexpr (metrics_provider<typename detail::shared_sink_traits<S>::element>)
           s->add_metrics(b.metrics(), b.metrics().label(idx));
       }
-      prev(b, [s, idx, e2e, &b](build_context& ctx) -> stage_in<T>* {
+      prev(b, [s, idx, e2e, &b](build_context& ctx) -> stage_in<T, P>* {
         b.expect_sink();
         auto* c = &ctx.metrics->at(idx, ctx.worker_id);
         auto* lat = &b.rt().metrics().cell(e2e, ctx.worker_id);
-        stage_in<T>* st;
+        stage_in<T, P>* st;
         if constexpr (detail::shared_sink_traits<S>::value) {
           using E = typename detail::shared_sink_traits<S>::element;
-          static_assert(sink_of<E, T>, "rill::stream<T>::sink(std::shared_ptr<S>): S must model "
-                                       "rill::sink_of<T> (write, progress, end per worker)");
-          auto* ss = ctx.make<detail::shared_sink_stage<T, E>>(
+          static_assert(sink_of<E, T, P>, "rill::stream<T>::sink(std::shared_ptr<S>): S must model "
+                                          "rill::sink_of<T> (write, progress, end per worker)");
+          auto* ss = ctx.make<detail::shared_sink_stage<T, E, P>>(
               s, ctx.worker_id, ctx.inputs, ctx.sink_done, c);
           ss->op = detail::named_op_of(ctx, &b.metrics().name(idx));
           ss->e2e.h = lat;
           st = ss;
         } else {
-          static_assert(std::is_invocable_v<S&, record<T>&&> || std::is_invocable_v<S&, T&&> ||
-                            std::is_invocable_v<S&, const T&>,
+          static_assert(std::is_invocable_v<S&, record<T, P>&&> || std::is_invocable_v<S&, record<T>&&> ||
+                            std::is_invocable_v<S&, T&&> || std::is_invocable_v<S&, const T&> ||
+                            std::is_invocable_v<S&, detail::widened_t<T>&&>,
                         "rill::stream<T>::sink(s): accepted are void f(T&&), void f(const T&), "
                         "void f(record<T>&&), or std::shared_ptr<S> with S a rill::sink_of<T>");
-          auto* ss = ctx.make<detail::sink_stage<T, S>>(s, ctx.inputs, ctx.sink_done, c);
+          auto* ss = ctx.make<detail::sink_stage<T, S, P>>(s, ctx.inputs, ctx.sink_done, c);
           ss->op = detail::named_op_of(ctx, &b.metrics().name(idx));
           ss->e2e.h = lat;
           st = ss;
@@ -690,10 +766,11 @@ class stream {
 /// rill::source_driver; `name` is the source stage's name in the run report. A source
 /// that is a rill::metrics_provider (kafka_source) registers its own metrics for the run.
 template <source_of S>
-stream<typename S::value_type> from(S src, std::string name = "source") {
+stream<typename S::value_type, record_policy_of_t<S>> from(S src, std::string name = "source") {
   using T = typename S::value_type;
+  using P = record_policy_of_t<S>;
   auto shared = std::make_shared<S>(std::move(src));
-  return stream<T>([shared, name](job_builder& b, stage_factory<T> down) {
+  return stream<T, P>([shared, name](job_builder& b, stage_factory<T, P> down) {
     const auto idx = b.metrics().add_stage(name, stage_kind::source);
     if constexpr (metrics_provider<S>) shared->add_metrics(b.metrics(), b.metrics().label(idx));
     const std::size_t n = b.workers();
@@ -711,7 +788,7 @@ stream<typename S::value_type> from(S src, std::string name = "source") {
           b.expect_drain();
           on_closed = ctx.drain_done;
         }
-        auto d = std::make_shared<source_driver<R, T>>(shared->open(mine[li]), head, li, b.rt(),
+        auto d = std::make_shared<source_driver<R, T, P>>(shared->open(mine[li]), head, li, b.rt(),
                                                       *ctx.w, ctx.metrics->at(idx, w), 256,
                                                       &b.metrics().name(idx), std::move(on_closed));
         b.on_start(w, [d] { d->start(); });

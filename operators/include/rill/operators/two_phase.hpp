@@ -110,18 +110,18 @@ struct global_phase {
 }  // namespace detail
 
 /// The results of `std::move(s).key_by(key, hash).window(a, o).name(name).aggregate(g)`
-/// computed in two phases (see the banner): stream<keyed_window_result<K, R>>, K = key's
-/// result type, R = g.result's. `a`: rill::tumbling or rill::sliding; `g` a
+/// computed in two phases (see the banner): stream<keyed_window_result<K, R>, P> (P: the
+/// input's record policy), K = key's result type, R = g.result's. `a`: rill::tumbling or rill::sliding; `g` a
 /// rill::mergeable_aggregate over T (rill::agg::count, sum_of, min_of, max_of, mean_of,
 /// fold with a merge, or the user's). The run report has stages `name + ".local"` and
 /// `name`. `late`: nullptr, or void f(const window_partial<K, A>&) called (on the key's
 /// worker) with each partial the global stage drops as late (A = G::accumulator: e.g.
 /// count the records inside). Throws rill::config_error (the assigner's and options' keys, and
 /// "window.idle_timeout" when o.idle_timeout != 0). Build thread only.
-template <class T, class KeyFn, class Assigner, class G,
+template <class T, class P, class KeyFn, class Assigner, class G,
           class Hash = default_hash<std::remove_cvref_t<std::invoke_result_t<KeyFn&, const T&>>>,
           class Late = std::nullptr_t>
-auto two_phase_aggregate(stream<T>&& s, KeyFn key, Assigner a, window_options o, G g, std::string name = "window",
+auto two_phase_aggregate(stream<T, P>&& s, KeyFn key, Assigner a, window_options o, G g, std::string name = "window",
                          Hash hash = {}, Late late = nullptr) {
   using K = std::remove_cvref_t<std::invoke_result_t<KeyFn&, const T&>>;
   static_assert(std::is_same_v<Assigner, tumbling> || std::is_same_v<Assigner, sliding>,
@@ -156,7 +156,7 @@ auto two_phase_aggregate(stream<T>&& s, KeyFn key, Assigner a, window_options o,
         return detail::keyed<T>{std::move(v), h};
       },
       name + ".hash");
-  auto partials = windowed_stream<K, T, KeyFn, tumbling, detail::late_as_partial, Hash>(
+  auto partials = windowed_stream<K, T, KeyFn, tumbling, detail::late_as_partial, Hash, P>(
                       std::move(hashed), key, slice, local, detail::late_as_partial{}, name + ".local", hash)
                       .aggregate(detail::local_phase<G>{g});
   auto windowed = std::move(partials)

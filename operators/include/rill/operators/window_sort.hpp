@@ -79,13 +79,25 @@ struct window_sort_options {
 /// equal times keep arrival order). `early` is true when the buffer cap forced it out
 /// before the watermark reached `end` (records for it that arrive later go to the late
 /// side output). Owns its records.
-template <class T>
+template <class T, class P = acked>
 struct window {
+  using value_type = T;
+  using record_policy = P;
   event_time start;
   event_time end;
-  std::vector<record<T>> records;
+  std::vector<record<T, P>> records;
   bool early = false;
 };
+
+/// An unacked window as an acked one (its records by rill::to_acked): for user functions
+/// written for window<T>&&. O(records).
+template <class T>
+window<T, acked> to_acked(window<T, unacked>&& w) {
+  window<T, acked> out{w.start, w.end, {}, w.early};
+  out.records.reserve(w.records.size());
+  for (auto& r : w.records) out.records.push_back(to_acked(std::move(r)));
+  return out;
+}
 
 namespace detail {
 
@@ -156,7 +168,7 @@ constexpr event_time window_end_saturating(event_time start,
 /// time (std::stable_sort, skipped when records arrived in order).
 ///
 /// Thread safety: distinct objects safe, shared objects unsafe (one worker owns it).
-template <class T>
+template <class T, class P = acked>
 class window_sorter {
  public:
   using value_type = T;
@@ -186,10 +198,10 @@ class window_sorter {
   /// fire first; if that frees nothing, the oldest open window fires early.
   /// Precondition: input < inputs. Throws std::bad_alloc or what a callback throws.
   template <class OnWindow, class OnLate>
-  void push(std::size_t input, record<T>&& r, steady_time now, OnWindow&& on_window,
+  void push(std::size_t input, record<T, P>&& r, steady_time now, OnWindow&& on_window,
             OnLate&& on_late) {
     check_on_window<OnWindow>();
-    static_assert(std::is_invocable_v<OnLate&, record<T>&&, event_time, event_time>,
+    static_assert(std::is_invocable_v<OnLate&, record<T, P>&&, event_time, event_time>,
                   "on_late must be callable as on_late(rill::record<T>&& r, "
                   "rill::event_time window_start, rill::event_time window_end)");
     const event_time t = r.time;
@@ -236,7 +248,7 @@ class window_sorter {
   /// any later call). Lets a caller fold records without preparing to emit (the DSL runs
   /// emitting calls on a fiber: <rill/operators/resumable.hpp>). Precondition: input <
   /// inputs. Throws std::bad_alloc.
-  bool try_buffer(std::size_t input, record<T>& r, steady_time now) {
+  bool try_buffer(std::size_t input, record<T, P>& r, steady_time now) {
     const event_time t = r.time;
     if (tracker_.is_late(t) || t < fired_until_ || buffered_ >= options_.max_buffered) return false;
     tracker_.observe(input, advances_progress(r) ? t : event_time_min, now);
@@ -312,7 +324,7 @@ class window_sorter {
 
  private:
   struct open_window {
-    std::vector<record<T>> records;
+    std::vector<record<T, P>> records;
     bool sorted = true;  // records arrived in non-decreasing time order
   };
   using map_type = std::map<event_time, open_window>;
@@ -325,7 +337,7 @@ class window_sorter {
 
   template <class OnWindow>
   static constexpr void check_on_window() {
-    static_assert(std::is_invocable_v<std::remove_reference_t<OnWindow>&, window<T>&&>,
+    static_assert(std::is_invocable_v<std::remove_reference_t<OnWindow>&, window<T, P>&&>,
                   "on_window must be callable as on_window(rill::window<T>&& w)");
   }
 
@@ -333,12 +345,12 @@ class window_sorter {
     return detail::window_end_saturating(start, options_.length);
   }
 
-  static void append(open_window& w, record<T>&& r) {
+  static void append(open_window& w, record<T, P>&& r) {
     if (!w.records.empty() && r.time < w.records.back().time) w.sorted = false;
     w.records.push_back(std::move(r));
   }
 
-  void buffer(event_time start, record<T>&& r) {
+  void buffer(event_time start, record<T, P>&& r) {
     auto it = windows_.lower_bound(start);
     if (it == windows_.end() || it->first != start)
       it = windows_.emplace_hint(it, start, open_window{});
@@ -347,7 +359,7 @@ class window_sorter {
   }
 
   template <class OnLate>
-  void reject_late(record<T>&& r, OnLate& on_late) {
+  void reject_late(record<T, P>&& r, OnLate& on_late) {
     ++late_;
     if (options_.on_late == window_sort_options::late_policy::drop) return;
     const event_time start = detail::window_start_saturating(r.time, options_.length);
@@ -364,7 +376,7 @@ class window_sorter {
 
   // Emits r's own (due) window with r appended; r was never counted as buffered.
   template <class OnWindow>
-  void emit_with(event_time start, record<T>&& r, OnWindow& on_window) {
+  void emit_with(event_time start, record<T, P>&& r, OnWindow& on_window) {
     open_window ow;
     if (auto it = windows_.find(start); it != windows_.end()) {
       ow = std::move(it->second);
@@ -387,13 +399,13 @@ class window_sorter {
   void deliver(event_time start, open_window&& ow, bool early, OnWindow& on_window) {
     if (!ow.sorted) {
       std::stable_sort(ow.records.begin(), ow.records.end(),
-                       [](const record<T>& a, const record<T>& b) { return a.time < b.time; });
+                       [](const record<T, P>& a, const record<T, P>& b) { return a.time < b.time; });
     }
     const event_time end = end_of(start);
     if (!early) fired_until_ = std::max(fired_until_, end);  // early segments stay open
     ++fired_;
     if (early) ++early_fired_;
-    on_window(window<T>{start, end, std::move(ow.records), early});
+    on_window(window<T, P>{start, end, std::move(ow.records), early});
   }
 
   window_sort_options options_;
