@@ -130,6 +130,44 @@ TEST(RecordAck, TokensSurviveExchangeAndWindowsUntilTheSinkReleasesThem) {
   EXPECT_EQ(t.done.size() + t.failed.size(), std::size_t(2 * n));
 }
 
+// A keyed window's late side output gets the late record with its token: the input is
+// done when the late output is, not when the window stage drops it.
+//   vector_source (1 split, acked: ids 0 at 5 s, 1 at 20 s, 2 at 1 s) -> key_by(0)
+//     -> tumbling 10 s, delay 0 -> count -> sink; late -> keep the record
+// At 20 s W = 20 s: [0, 10 s) fired, so id 2 (1 s) is late. Ids 0 and 1 are folded in
+// and done once their windows' results are dropped by the sink; id 2 stays live while the
+// late output holds it, and is done after.
+TEST(RecordAck, KeyedWindowLateOutputHoldsTheLateRecordsToken) {
+  tally t;
+  std::vector<rill::record<int>> recs;
+  for (auto [id, sec] : {std::pair{0, 5}, std::pair{1, 20}, std::pair{2, 1}})
+    recs.push_back({id, rill::event_time{std::chrono::seconds{sec}}, std::nullopt,
+                    std::make_shared<counting_token>(&t, id)});
+  std::vector<rill::record<int>> late;
+  std::uint64_t results = 0;
+  {  // the job's source keeps a copy of its records until the job is gone
+    auto job = rill::from(rill::vector_source<int>{std::move(recs)})
+                   .key_by([](const int&) { return 0; })
+                   .window(rill::tumbling{10s}, {})
+                   .late([&](rill::record<int>&& r, const int&, rill::event_time, rill::event_time) {
+                     late.push_back(std::move(r));
+                   })
+                   .count()
+                   .sink([&](rill::keyed_window_result<int, std::uint64_t>&&) { ++results; });
+    rill::runtime rt{{.workers = 1}};
+    rt.run(job);
+  }
+  EXPECT_EQ(results, 2u);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0].value, 2);
+  ASSERT_NE(late[0].ack, nullptr);
+  EXPECT_EQ(t.live.load(), 1);
+  late.clear();
+  EXPECT_EQ(t.live.load(), 0);
+  std::lock_guard g(t.mu);
+  EXPECT_EQ(std::set<int>(t.done.begin(), t.done.end()), (std::set<int>{0, 1, 2}));
+}
+
 // Record policies (record.hpp "Record policy"): sizes, the policy each source and operator
 // gives, and that code written for record<T> keeps working on an unacked stream.
 
