@@ -205,11 +205,11 @@ struct keyed_window_stage final
     if (count == lookahead) {
       auto& oldest = ring[head];
       run(std::move(*oldest));
-      oldest.emplace(waiting{in, std::move(r), before});
+      oldest.emplace(in, std::move(r), before);  // in place: no temporary to copy
       head = (head + 1) % lookahead;
       return;
     }
-    ring[(head + count) % lookahead].emplace(waiting{in, std::move(r), before});
+    ring[(head + count) % lookahead].emplace(in, std::move(r), before);
     ++count;
   }
   void run(waiting&& w) {
