@@ -4,9 +4,8 @@
 #   tcpdump -n -r F -w /dev/null     read and write back every record: the read ceiling
 #   nfpcapd -r F -w DIR               nfdump 1.7's pcap -> nfcapd flow collector
 #   argus -r F -w FILE                argus 3.0's flow auditor (bidirectional 5-tuple flows)
-#   netflow --workers 1 / 2           rill's main job, --output /dev/null (2 workers: two-phase
-#                                     aggregation, the default for files)
-#   netflow --workers 2 --one-phase   the same, every packet moved to its flow's worker
+#   netflow --workers 1 / 2           rill's main job, --output /dev/null
+#   netflow --workers 2 --two-phase   the same, folded on the decoding worker first
 #   netflow --workers 2 --ipfix       the same, every flow record also sent as IPFIX to
 #                                     an nfcapd on 127.0.0.1 (started per run, -B 64 MiB)
 # The capture (PACKETS = FLOWS x PER_FLOW packets, 2 ms jitter) is made once with pcapgen
@@ -55,7 +54,7 @@ results=$work/results  # one line per verified run: peer wall user sys
 echo "netflow_peers: $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
      "$capture ($packets packets), $rounds rounds, netflow $netflow" >&2
 
-peers=(tcpdump nfpcapd argus netflow/1 netflow/2 netflow/one-phase netflow/ipfix)
+peers=(tcpdump nfpcapd argus netflow/1 netflow/2 netflow/two-phase netflow/ipfix)
 out=$work/out  # the peer's output (directory or file), removed around every run
 log=$work/log
 # Runs peer $1 once under `time`; prints "wall user sys" (seconds) on success.
@@ -76,7 +75,7 @@ run_peer() {
       { time "$netflow" --input "$capture" --output /dev/null --workers 2 --ipfix "127.0.0.1:$port" \
           --summary "$work/summary.json" >"$log" 2>&1 || rc=$?; } 2>"$t"
       sleep 1; kill -TERM "$nfcapd"; wait "$nfcapd" || true ;;
-    netflow/one-phase) { time "$netflow" --input "$capture" --output /dev/null --workers 2 --one-phase \
+    netflow/two-phase) { time "$netflow" --input "$capture" --output /dev/null --workers 2 --two-phase \
                            --summary "$work/summary.json" >"$log" 2>&1 || rc=$?; } 2>"$t" ;;
     netflow/*) { time "$netflow" --input "$capture" --output /dev/null --workers "${1#netflow/}" \
                    --summary "$work/summary.json" >"$log" 2>&1 || rc=$?; } 2>"$t" ;;
@@ -127,13 +126,13 @@ for line in open(path):
 label = {"tcpdump": "tcpdump -n -r F -w /dev/null", "nfpcapd": "nfpcapd -r F -w DIR",
          "argus": "argus -r F -w FILE",
          "netflow/1": "netflow --workers 1", "netflow/2": "netflow --workers 2",
-         "netflow/one-phase": "netflow --workers 2 --one-phase",
+         "netflow/two-phase": "netflow --workers 2 --two-phase",
          "netflow/ipfix": "netflow --workers 2 --ipfix 127.0.0.1:P (nfcapd)"}
 med = {p: statistics.median(w for w, _ in rs) for p, rs in runs.items()}
 print(f"{n:,} packets ({capture.rsplit('/', 1)[-1]}), {rounds} rounds interleaved, order rotating\n")
 print("| peer | runs ok | median wall s | best wall s | packets/s (median) | vs tcpdump | median CPU s |")
 print("|---|---:|---:|---:|---:|---:|---:|")
-for p in ["tcpdump", "nfpcapd", "argus", "netflow/1", "netflow/2", "netflow/one-phase", "netflow/ipfix"]:
+for p in ["tcpdump", "nfpcapd", "argus", "netflow/1", "netflow/2", "netflow/two-phase", "netflow/ipfix"]:
     rs = runs.get(p, [])
     if not rs:
         print(f"| {label[p]} | 0/{rounds} | | | | | |"); continue
@@ -144,6 +143,6 @@ for p in ["tcpdump", "nfpcapd", "argus", "netflow/1", "netflow/2", "netflow/one-
           f"{rate:,.0f} | {rel} | {cpu:.3f} |")
 if "netflow/1" in med and "netflow/2" in med:
     print(f"\nnetflow 2 workers vs 1: {med['netflow/1'] / med['netflow/2']:.2f}x (median wall times)")
-if "netflow/1" in med and "netflow/one-phase" in med:
-    print(f"netflow 2 workers --one-phase vs 1: {med['netflow/1'] / med['netflow/one-phase']:.2f}x")
+if "netflow/1" in med and "netflow/two-phase" in med:
+    print(f"netflow 2 workers --two-phase vs 1: {med['netflow/1'] / med['netflow/two-phase']:.2f}x")
 EOF

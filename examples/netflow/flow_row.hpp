@@ -54,7 +54,8 @@ inline flow_row row_of(const flow_window& w) {
 /// direction-normalised 5-tuple, aggregated (flow_stats) per tumbling window of `window`
 /// (whole_capture: one window) with max out-of-order delay `delay`; one flow_row per
 /// (window, conversation). A stop drains: open windows fire
-/// (window_options::stop_policy::fire), as at end of input. `two_phase`: aggregate on the
+/// (window_options::stop_policy::fire), as at end of input. `two_phase` (netflow
+/// --two-phase): aggregate on the
 /// worker that decoded the packet first and merge per key after the exchange
 /// (rill::two_phase_aggregate: the same rows, one accumulator per flow and worker crosses
 /// the exchange instead of every packet); needs idle_timeout 0. `late_packets` (two

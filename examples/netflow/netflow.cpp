@@ -5,9 +5,8 @@
 //     -> filter(IP only) -> key_by(5-tuple)
 //     -> window(tumbling --window, --max-delay; --conversations: one window)
 //     -> aggregate(flow_stats: packets, bytes, TCP flags per direction; first, last)
-//     (capture files on 2 or more workers: aggregated in two phases, on the decoding
-//     worker and after key_by per flow, rill::two_phase_aggregate; --one-phase: key_by
-//     moves every packet)
+//     (--two-phase, capture files on 2 or more workers: folded on the decoding worker
+//     first and merged per flow after key_by, rill::two_phase_aggregate)
 //     -> ordered_sink (JSON lines or CSV, sorted by window then conversation)
 //
 // Run with no arguments it reads real captures that Debian packages ship (python3-dpkt's
@@ -160,7 +159,7 @@ struct cli {
   std::size_t workers = 0;
   std::uint16_t metrics_port = 0;
   std::int64_t stall_ms = 100;
-  bool progress = false, rebalance = false, enrich = false, conversations = false, one_phase = false;
+  bool progress = false, rebalance = false, enrich = false, conversations = false, two_phase = false;
   netflow_kafka::options kafka;
 
   std::optional<int> parse(int argc, char** argv) {
@@ -209,9 +208,10 @@ struct cli {
     app.add_flag("--rebalance", rebalance,
                  "decode on every worker: the reader hands raw frames to the workers of its NUMA "
                  "node (numa_ring)");
-    app.add_flag("--one-phase", one_phase,
-                 "files on 2 or more workers: move every packet to its flow's worker instead of "
-                 "aggregating on the decoding worker first (two-phase aggregation)");
+    app.add_flag("--two-phase", two_phase,
+                 "files on 2 or more workers: aggregate on the decoding worker first and move one "
+                 "accumulator per flow and window to the flow's worker, not every packet (pays "
+                 "with many packets per flow and window; bench/RESULTS.md)");
     netflow_kafka::add_options(app, kafka);
     // Kafka-only options need --brokers; file-mode-only options are refused in Kafka mode,
     // and --input in the analysis (CLI11 needs/excludes: exit 2 naming both).
@@ -220,7 +220,7 @@ struct cli {
       app.get_option(k)->needs(brokers_opt);
     for (const char* f : {"--output", "--summary", "--progress", "--rebalance", "--enrich", "--interface",
                           "--metrics-port", "--report", "--stall-threshold", "--format", "--conversations",
-                          "--filter", "--ipfix", "--one-phase"})
+                          "--filter", "--ipfix", "--two-phase"})
       app.get_option(f)->excludes(brokers_opt);
     // The report plots rates per window: one window of the whole capture has none.
     conv_opt->excludes(app.get_option("--report"));
@@ -420,8 +420,8 @@ int main(int argc, char** argv) {
                                  : rill::from(std::move(src));
     // Files end by themselves; a quiet live interface must not hold the watermark. (Idle
     // on files would make the output depend on read speed.)
-    // Two phases where they pay: several workers, and no idle timeout (capture files).
-    const bool two_phase = a.interface.empty() && rt.worker_count() > 1 && !a.one_phase;
+    // Two phases only where asked and possible: several workers, no idle timeout (files).
+    const bool two_phase = a.two_phase && a.interface.empty() && rt.worker_count() > 1;
     auto late_packets = std::make_shared<std::atomic<std::uint64_t>>(0);
     auto rows = netflow::count_flows(std::move(packets), a.window, a.delay, a.interface.empty() ? 0s : 5s, two_phase,
                                      late_packets);

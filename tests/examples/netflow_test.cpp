@@ -155,16 +155,16 @@ TEST(netflow, rebalance_output_is_byte_identical) {
   }
 }
 
-// Two-phase aggregation (the default for files on 2 or more workers) gives the rows
-// that moving every packet to its conversation's worker gives (--one-phase), byte for
-// byte, on real captures and with windows that cut conversations.
+// Two-phase aggregation (--two-phase) gives the rows that moving every packet to its
+// conversation's worker gives, byte for byte, on real captures and with windows that cut
+// conversations.
 TEST(netflow, two_phase_output_is_byte_identical_to_one_phase) {
   for (const char* name : {"echo-connections.pcap", "wechat.pcap", "bro.org.pcap"}) {
     const auto capture = shared_pcaps / name;
     if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
     const std::string base = "--input " + capture.string() + " --workers 2 --window 1s";
-    auto two = run_netflow(base, std::string(name) + ".two_phase");
-    auto one = run_netflow(base + " --one-phase", std::string(name) + ".one_phase");
+    auto two = run_netflow(base + " --two-phase", std::string(name) + ".two_phase");
+    auto one = run_netflow(base, std::string(name) + ".one_phase");
     ASSERT_EQ(two.exit_code, 0) << two.stderr_text;
     ASSERT_EQ(one.exit_code, 0) << one.stderr_text;
     EXPECT_FALSE(one.output_text.empty());
