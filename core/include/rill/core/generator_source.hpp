@@ -46,22 +46,17 @@ struct generator_options {
 };
 
 namespace detail {
+// What a generator function returning R makes: its value type and record policy (a plain
+// value: unacked; a record<T, P>: T and P).
 template <class R>
 struct generated {
   using type = R;
+  using policy = unacked;
 };
 template <class T, class P>
 struct generated<record<T, P>> {
   using type = T;
   using policy = P;
-};
-template <class R>
-struct generated_policy {
-  using type = unacked;
-};
-template <class T, class P>
-struct generated_policy<record<T, P>> {
-  using type = P;
 };
 }  // namespace detail
 
@@ -72,7 +67,7 @@ class generator_source {
  public:
   using value_type = typename detail::generated<result>::type;
   /// unacked when fn returns T; the policy of fn's record otherwise (rill/core/record.hpp).
-  using record_policy = typename detail::generated_policy<result>::type;
+  using record_policy = typename detail::generated<result>::policy;
 
   generator_source(generator_options o, F fn) : o_(o), fn_(std::move(fn)) {}
   std::size_t split_count() const noexcept { return 1; }
