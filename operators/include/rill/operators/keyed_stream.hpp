@@ -182,6 +182,10 @@ struct keyed_window_stage final
   // nothing waits beyond the batch it came in.
   static constexpr std::size_t lookahead = 8;
   struct waiting {
+    // A constructor of its own: emplace builds an entry in place (clang 14 has no
+    // parenthesized aggregate initialisation).
+    waiting(std::size_t i, record<keyed<T>, P>&& rec, event_time before)
+        : in(i), r(std::move(rec)), progress_before(before) {}
     std::size_t in;
     record<keyed<T>, P> r;
     event_time progress_before;  // a held marker of input `in` (event_time_min: none)
