@@ -176,12 +176,17 @@ record<std::decay_t<U>, unacked> rebind(record<T, unacked>&& r, U&& u) {
 }
 
 /// A record of policy P from its parts; an unacked one drops `position` and `ack` (which
-/// are then empty: nothing upstream of an unacked record sets them).
-template <class P, class T>
+/// are then empty: nothing upstream of an unacked record sets them). `ack` is a
+/// std::shared_ptr<ack_token>, copied from an lvalue and moved from an rvalue straight
+/// into the record (no by-value parameter in between).
+template <class P, class T, class A>
 record<T, P> make_record(T&& value, event_time t, const std::optional<source_position>& position,
-                         std::shared_ptr<ack_token> ack) {
+                         A&& ack) {
+  static_assert(std::is_same_v<std::remove_cvref_t<A>, std::shared_ptr<ack_token>> ||
+                    std::is_null_pointer_v<std::remove_cvref_t<A>>,
+                "make_record: ack is a std::shared_ptr<rill::ack_token> (or nullptr)");
   if constexpr (carries_acks_v<P>)
-    return {std::move(value), t, position, std::move(ack)};
+    return {std::move(value), t, position, std::forward<A>(ack)};
   else
     return {std::move(value), t};
 }

@@ -207,7 +207,8 @@ struct flat_map_stage final : stage_in<T, P>, std::enable_shared_from_this<flat_
     else place_.emplace(f(std::move(r.value)));
   }
   /// Emits from the current input until it is done (true) or the stage must stop (false).
-  bool run() {
+  /// Inlined into on_record and resume() with the fiber switch (fiber_call::start).
+  [[gnu::always_inline]] bool run() {
     if constexpr (emit_form) {
       e_.fiber = &fiber_;
       return done(fiber_.in_call() ? fiber_.resume() : fiber_.start(&call_f, this));
@@ -222,7 +223,7 @@ struct flat_map_stage final : stage_in<T, P>, std::enable_shared_from_this<flat_
       return done(true);
     }
   }
-  bool done(bool finished) {
+  [[gnu::always_inline]] bool done(bool finished) {
     if (!finished) return false;
     place_.reset();
     e_.ack.reset();

@@ -139,7 +139,12 @@ class fiber_call {
 
   /// Starts `fn(arg)` on the fiber. Returns true when it returned, false when it yielded
   /// (call resume() later). Precondition: no call in progress. Rethrows what fn threw.
-  bool start(void (*fn)(void*), void* arg) {
+  ///
+  /// start(), resume() and enter() are inlined into their caller: the stack switch leaves
+  /// the CPU's return-address predictions one call off, so every function return between
+  /// the switch and the operator's own code is mispredicted (perf: 5 % of a 1:1 flat_map's
+  /// time when they were calls of their own).
+  [[gnu::always_inline]] bool start(void (*fn)(void*), void* arg) {
     fn_ = fn;
     arg_ = arg;
     if (!fiber_) create();
@@ -147,7 +152,7 @@ class fiber_call {
     return finish();
   }
   /// Continues the call in progress; same result as start().
-  bool resume() {
+  [[gnu::always_inline]] bool resume() {
     enter();
     return finish();
   }
@@ -198,13 +203,13 @@ class fiber_call {
       return std::move(caller_);
     }};
   }
-  void enter() {
+  [[gnu::always_inline]] void enter() {
     before_in();
     fiber_ = std::move(fiber_).resume();
     after_out();
     if (!fiber_) after_final();  // the fiber's function returned (only when stopping)
   }
-  bool finish() {
+  [[gnu::always_inline]] bool finish() {
     if (error_) {
       fn_ = nullptr;
       arg_ = nullptr;
@@ -336,7 +341,8 @@ class resumable_stage : public std::enable_shared_from_this<Derived> {
  private:
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
 
-  bool start(Op&& op) {
+  // Inlined into submit() with the fiber switch (fiber_call::start).
+  [[gnu::always_inline]] bool start(Op&& op) {
     cur_.emplace(std::move(op));
     if (!fiber_) fiber_.emplace();
     return finished(fiber_->start(&call, this));
@@ -345,7 +351,7 @@ class resumable_stage : public std::enable_shared_from_this<Derived> {
     auto* s = static_cast<resumable_stage*>(p);
     s->self().run_call(*s->cur_);
   }
-  bool finished(bool done) {
+  [[gnu::always_inline]] bool finished(bool done) {
     if (done) cur_.reset();
     return done;
   }
