@@ -7,6 +7,7 @@
 // computation in the comment; none from a run of the operator.
 #include "rill/operators/keyed_stream.hpp"
 
+#include "../support/event_ms.hpp"
 #include "../support/collected.hpp"
 #include "../support/peak_memory.hpp"
 
@@ -37,10 +38,8 @@ namespace {
 
 using rill::event_time;
 
-constexpr event_time ms(std::int64_t v) { return event_time{std::chrono::milliseconds{v}}; }
-std::int64_t to_ms(event_time t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
+using rill_test::ms;
+using rill_test::to_ms;
 
 // One input record: its id and key.
 struct ev {

@@ -14,6 +14,7 @@
 // Processing time comes from a manual_clock (no sleeps). Every expected value comes from
 // the model or from the hand computation next to it, never from a run of the operator.
 #include "rill/operators/keyed_window.hpp"
+#include "../support/event_ms.hpp"
 
 #include <gtest/gtest.h>
 
@@ -37,11 +38,9 @@ using rill::event_time;
 namespace model = keyed_window_model;
 
 constexpr event_time at(std::chrono::nanoseconds d) { return event_time{d}; }
-constexpr event_time ms(std::int64_t v) { return event_time{std::chrono::milliseconds{v}}; }
+using rill_test::ms;
+using rill_test::to_ms;
 constexpr std::int64_t ns(std::chrono::nanoseconds d) { return d.count(); }
-std::int64_t to_ms(event_time t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
 
 // (key, start ns, end ns, value, update) of one result.
 template <class K, class R>

@@ -4,6 +4,7 @@
 // computation in the comment; none from a run of the operator.
 #include "rill/operators/two_phase.hpp"
 
+#include "../support/event_ms.hpp"
 #include "../support/collected.hpp"
 
 #include <gtest/gtest.h>
@@ -29,10 +30,8 @@ namespace {
 using rill::event_time;
 using rill_test::collected;
 
-constexpr event_time ms(std::int64_t v) { return event_time{std::chrono::milliseconds{v}}; }
-std::int64_t to_ms(event_time t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
+using rill_test::ms;
+using rill_test::to_ms;
 
 struct ev {
   int id;

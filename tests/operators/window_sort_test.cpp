@@ -4,6 +4,7 @@
 // expected value is worked by hand in the comment next to it, except the brute-force
 // reference test, which recomputes the rule from scratch.
 #include "rill/operators/window_sort.hpp"
+#include "../support/event_ms.hpp"
 
 #include <gtest/gtest.h>
 
@@ -28,12 +29,9 @@ using rill::window_sort_options;
 using rill::window_sorter;
 using late_policy = window_sort_options::late_policy;
 
-constexpr event_time ms(std::int64_t v) { return event_time{std::chrono::milliseconds{v}}; }
+using rill_test::ms;
+using rill_test::to_ms;
 constexpr event_time at(std::chrono::nanoseconds d) { return event_time{d}; }
-
-std::int64_t to_ms(event_time t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
 
 struct late_record {
   record<int> r;
