@@ -50,7 +50,9 @@
 //     the input source (transactional.id "<group>-<instance_id>"), the reader reads with
 //     read_committed and its offsets are committed by the job's final kafka_sink, which
 //     must be constructed with source() (transactional.id "<topic>-<instance_id>"). The
-//     input source then cannot have another exactly-once sink.
+//     input source then cannot have another exactly-once sink. A repartition partition
+//     interleaves the writers, so a result is committed once the windows of the records
+//     interleaved with its own fired too (docs/design.md "Exactly-once", the cut).
 //   - Event time: milliseconds through the topic (Kafka timestamps); an event time below
 //     1 ms after the epoch is stamped with the produce time instead (librdkafka's 0).
 //     The reader's watermark is per partition, and each partition mixes the records of
@@ -101,6 +103,8 @@ struct kafka_repartition_options {
   std::chrono::milliseconds start_timeout{30000};
   /// The writer's producer. brokers, topic, guarantee and timestamps (event_time) are
   /// set by the repartition; transactional_id too unless given. The rest is yours.
+  /// writer.config (but transactional.id) also configures the constructor's admin client:
+  /// put the cluster's security settings there.
   kafka_sink_options writer{};
   /// The reader's consumer. brokers, group (the topic's name), topics, guarantee,
   /// offset_reset ("earliest": the group's first run reads what was written before it
@@ -147,6 +151,8 @@ struct default_key_text {
 
 }  // namespace kafka_detail
 
+/// T: the records' value type, default constructible (the reader's kafka_record<std::string,
+/// T> holds one) and move constructible.
 template <class T>
 class kafka_repartition {
  public:
