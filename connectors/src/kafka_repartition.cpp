@@ -14,7 +14,8 @@ namespace rill {
 
 std::string repartition_topic_name(const std::string& group, const std::string& name) {
   if (group.empty() || name.empty())
-    throw std::invalid_argument("kafka_repartition: group and name must not be empty (topic <group>-<name>-repartition)");
+    throw std::invalid_argument(
+        "kafka_repartition: group and name must not be empty (topic <group>-<name>-repartition)");
   std::string t = group + "-" + name + "-repartition";
   const bool legal = t.size() <= 249 && std::all_of(t.begin(), t.end(), [](char ch) {
                        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
@@ -90,7 +91,8 @@ std::int32_t partition_count(const std::string& brokers, const std::string& topi
                              std::chrono::milliseconds timeout) {
   admin_handle h(brokers, client_config);
   const std::int32_t n = h.describe(topic, brokers, timeout).first;
-  if (n < 0) throw std::runtime_error("kafka_repartition: input topic '" + topic + "' does not exist on '" + brokers + "'");
+  if (n < 0)
+    throw std::runtime_error("kafka_repartition: input topic '" + topic + "' does not exist on '" + brokers + "'");
   return n;
 }
 
@@ -130,7 +132,8 @@ void ensure_topic(const std::string& brokers, const std::string& topic, std::int
     rd_kafka_queue_destroy(q);
     rd_kafka_AdminOptions_destroy(ao);
     rd_kafka_NewTopic_destroy(nt);
-    if (!problem.empty()) throw std::runtime_error("kafka_repartition: cannot create topic '" + topic + "': " + problem);
+    if (!problem.empty())
+      throw std::runtime_error("kafka_repartition: cannot create topic '" + topic + "': " + problem);
     have = -1;
   }
   // Until the metadata shows the topic with a leader for every partition (a topic just

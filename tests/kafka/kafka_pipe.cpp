@@ -146,7 +146,13 @@ int main(int argc, char** argv) {
             .count()
             .map(format)
             .sink(sink);
-      return std::move(in).key_by(key_of).window(rill::tumbling{100ms}, by_key_window).name("window").count().map(format).sink(sink);
+      return std::move(in)
+          .key_by(key_of)
+          .window(rill::tumbling{100ms}, by_key_window)
+          .name("window")
+          .count()
+          .map(format)
+          .sink(sink);
     }
     if (mode == "count") {
       value_is_event_time();
@@ -205,7 +211,8 @@ int main(int argc, char** argv) {
     std::cerr << "kafka_pipe: repartition " << rp->topic() << ": delivered " << rp->writer().stats().delivered
               << " undelivered " << rp->writer().undelivered() << " errors " << rp->writer().errors().size()
               << "; read back " << rp->source().stats()->consumed << "\n";
-  if (rp && !rp->writer().errors().empty()) std::cerr << "kafka_pipe: first repartition error: " << rp->writer().errors().front() << "\n";
+  if (rp && !rp->writer().errors().empty())
+    std::cerr << "kafka_pipe: first repartition error: " << rp->writer().errors().front() << "\n";
   if (!sink->errors().empty()) std::cerr << "kafka_pipe: first error: " << sink->errors().front() << "\n";
   if (!rep.errors.empty()) std::cerr << "kafka_pipe: first run error: " << rep.errors.front() << "\n";
   const bool rp_ok = !rp || (rp->writer().undelivered() == 0 && rp->writer().errors().empty());

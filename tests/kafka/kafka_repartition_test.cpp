@@ -7,10 +7,11 @@
 //     --> kafka_source (group <topic>) -> key_by(key) -> tumbling 100 ms count -> kafka_sink --> out
 //
 // One process is SIGKILLed and restarted with its instance id while the input is being
-// written (twice, a different process each time). The counts read from the output
-// (read_committed in exactly-once mode) are checked against a brute-force count of the
-// input the test wrote; every message of the repartition topic sits in the partition
-// Kafka's default partitioner gives its key (murmur2, written out in kafka_env.hpp).
+// written (exactly-once: three times, each process once; at-least-once: once). The counts
+// read from the output (read_committed in exactly-once mode) are checked against a
+// brute-force count of the input the test wrote; every message of the repartition topic
+// sits in the partition Kafka's default partitioner gives its key (murmur2, written out in
+// kafka_env.hpp).
 // RILL_KAFKA_REPARTITION_OFF=1 runs the same processes with a plain in-process key_by
 // (kafka_pipe local-count): each process then counts only what it reads, and the test fails
 // with split counts, which shows it can.
@@ -92,7 +93,8 @@ outcome run_three(const std::string& name, bool eos, int n, int per_s, int kills
   const char* mode = repartition_off() ? "local-count" : "repartition";
   const std::vector<std::string> ids{"a", "b", "c"};
   auto cmd = [&](int i) {
-    return std::vector<std::string>{RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "0", mode, eos ? "eos" : "alo", ids[i]};
+    return std::vector<std::string>{RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "0", mode,
+                                    eos ? "eos" : "alo", ids[i]};
   };
   std::vector<kt::reaper> procs(3);
   for (int i = 0; i < 3; ++i) {
@@ -124,8 +126,9 @@ outcome run_three(const std::string& name, bool eos, int n, int per_s, int kills
   {
     kt::feeder feed(in, std::move(feed_kv), per_s);
     std::mt19937 rng(seed);
-    // Kill k lands 6 + 8k .. 8 + 8k s into the feed (seeded): mid-run, with windows open
-    // (a window fires 5 s of event time, about 17 s, after its records).
+    // Kill k lands 6 + 8k .. 8 + 8k s into the feed (seeded; the feed lasts n / per_s s):
+    // mid-run, with windows open (a window fires 5 s of event time, about 17 s, after its
+    // records).
     const auto fed = std::chrono::steady_clock::now();
     for (int k = 0; k < kills; ++k) {
       const auto at = fed + std::chrono::milliseconds(6000 + 8000 * k + int(rng() % 2000));
@@ -157,7 +160,9 @@ outcome run_three(const std::string& name, bool eos, int n, int per_s, int kills
   committed_to(repartition_off() ? data_per : per);
   auto read = [&] {
     res.rows.clear();
-    for (const auto& m : eos ? kt::consume_committed(out, partitions) : kt::consume_all(out, partitions, std::size_t(-1), 1000)) {
+    const auto msgs =
+        eos ? kt::consume_committed(out, partitions) : kt::consume_all(out, partitions, std::size_t(-1), 1000);
+    for (const auto& m : msgs) {
       std::istringstream is(m.value);
       long long start = -1, count = -1;
       is >> start >> count;
@@ -171,7 +176,8 @@ outcome run_three(const std::string& name, bool eos, int n, int per_s, int kills
         return res.rows.size() >= res.want.size();
       },
       90s);
-  EXPECT_TRUE(complete) << "the output holds " << res.rows.size() << " of " << res.want.size() << " (window, key) pairs";
+  EXPECT_TRUE(complete) << "the output holds " << res.rows.size() << " of " << res.want.size()
+                        << " (window, key) pairs";
   // SIGTERM: a graceful stop (each process was started at least 3 s ago, so its runtime
   // handles the signal: see kafka_eos_test's kill_many).
   std::this_thread::sleep_for(3s);
@@ -200,7 +206,7 @@ int misplaced(const std::string& topic) {
 // Exactly-once: every (window, key) once, with the brute-force count.
 TEST(KafkaRepartition, ThreeProcessesCountLikeOneExactlyOnceAcrossSigkills) {
   RILL_NEED_BROKER();
-  const auto r = run_three("rpe", true, 7500, 300, 2, 7);
+  const auto r = run_three("rpe", true, 7500, 300, 3, 7);
   int dup = 0, wrong = 0, missing = 0;
   for (const auto& [wk, counts] : r.rows) {
     dup += int(counts.size()) - 1;

@@ -198,7 +198,8 @@ class kafka_repartition {
   kafka_repartition(kafka_repartition_options o, serialiser s, deserialiser d) : o_(std::move(o)), ser_(std::move(s)) {
     if (o_.reader.guarantee == processing_guarantee::exactly_once)
       throw std::invalid_argument("kafka_repartition " + o_.name +
-                                  ": exactly_once needs the input kafka_source (kafka_repartition(options, source, ...))");
+                                  ": exactly_once needs the input kafka_source "
+                                  "(kafka_repartition(options, source, ...))");
     if (o_.partitions <= 0)
       throw std::invalid_argument("kafka_repartition " + o_.name + ": partitions must be > 0 without an input source");
     init(o_.reader.brokers, o_.reader.group, processing_guarantee::at_least_once, std::move(d));
@@ -265,7 +266,8 @@ class kafka_repartition {
       if (!ser_) ser_ = [](const std::string& v) { return v; };
       if (!d) d = [](std::string_view v) { return std::string(v); };
     }
-    if (!ser_ || !d) throw std::invalid_argument("kafka_repartition " + o_.name + ": serialiser or deserialiser missing");
+    if (!ser_ || !d)
+      throw std::invalid_argument("kafka_repartition " + o_.name + ": serialiser or deserialiser missing");
     kafka_detail::ensure_topic(brokers, topic_, o_.partitions, o_.replication_factor, o_.topic_config,
                                o_.writer.config, o_.start_timeout);
     o_.writer.brokers = brokers;
