@@ -25,7 +25,8 @@
 //  12. kafka_repartition: the topic's name and its checks; a keyed count through the
 //      repartition topic equals a brute-force count, every message of the topic sits in
 //      the partition of Kafka's default partitioner (murmur2 of its key); an existing
-//      topic with another partition count is refused
+//      topic with another partition count is refused; a stream that does not start at a
+//      Kafka source (at-least-once only)
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -985,4 +986,42 @@ TEST_F(KafkaMock, RepartitionRefusesATopicWithAnotherPartitionCount) {
   }
   // Told the count, it is fine.
   EXPECT_NO_THROW((rill::kafka_repartition<std::string>{{.name = "agg", .partitions = 3}, s}));
+}
+
+// 12. A stream that does not start at a Kafka source: vector_source (unacked records) ->
+// kafka_repartition "v" (group and brokers from the reader's options, partitions given)
+// -> key_by -> tumbling count. Exactly-once is refused without the input source.
+TEST_F(KafkaMock, RepartitionOfAStreamWithoutKafkaInput) {
+  topic("g14-v-repartition", 3);
+  rill::kafka_repartition_options ro{.name = "v", .partitions = 3};
+  ro.reader = src("g14");
+  ro.reader.splits = 1;  // the mock's SyncGroup quirk (src())
+  ro.reader.guarantee = rill::processing_guarantee::exactly_once;
+  EXPECT_THROW((rill::kafka_repartition<std::string>{ro, nullptr, nullptr}), std::invalid_argument);
+  ro.reader.guarantee = rill::processing_guarantee::at_least_once;
+  rill::kafka_repartition<std::string> rp{ro, [](const std::string& v) { return v; },
+                                          [](std::string_view v) { return std::string(v); }};
+  EXPECT_EQ(rp.topic(), "g14-v-repartition");
+  constexpr int n = 600;
+  std::vector<rill::record<std::string, rill::unacked>> in;
+  std::map<std::pair<long long, std::string>, std::uint64_t> want;
+  for (int i = 1; i <= n; ++i) {
+    in.push_back({std::to_string(i % 3), rill::event_time{std::chrono::milliseconds{i}}});
+    ++want[{i / 100 * 100, std::to_string(i % 3)}];
+  }
+  std::mutex mu;
+  std::map<std::pair<long long, std::string>, std::uint64_t> got;
+  auto same = [](const std::string& v) { return v; };
+  auto j = rp.key_by(rill::from(rill::vector_source<std::string, rill::unacked>{in}), same)
+               .window(rill::tumbling{100ms}, {.on_stop = rill::window_options::stop_policy::fire})
+               .count()
+               .sink([&](rill::keyed_window_result<std::string, std::uint64_t>&& r) {
+                 std::lock_guard<std::mutex> g(mu);
+                 got[{r.start.time_since_epoch().count() / 1000000, r.key}] += r.value;
+               });
+  auto read_back = rp.source().stats();
+  const auto rep = run_until(j, [&] { return read_back->consumed.load() >= std::uint64_t(n); });
+  EXPECT_TRUE(rep.errors.empty()) << rep.errors.front();
+  EXPECT_EQ(read_back->consumed.load(), std::uint64_t(n));
+  EXPECT_EQ(got, want);
 }

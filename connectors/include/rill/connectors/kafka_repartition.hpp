@@ -167,7 +167,7 @@ class kafka_repartition {
   /// CreateTopics when the topic is missing, and in exactly-once mode the writer's
   /// init_transactions (construct it before runtime::run, like every kafka_sink).
   /// serialise/deserialise may be omitted for T = std::string. Throws
-  /// std::invalid_argument for a missing name or codec or an illegal topic name,
+  /// std::invalid_argument for a missing name or codec, partitions < 0 or an illegal topic name,
   /// std::runtime_error for the broker's refusals and timeouts (naming the topic), and
   /// what kafka_sink(options, source) throws (exactly-once: input already has a sink).
   template <class K, class V>
@@ -185,6 +185,8 @@ class kafka_repartition {
         throw std::invalid_argument("kafka_repartition " + o_.name +
                                     ": partitions = 0 and the input source has no named topic to take the count from");
     }
+    if (o_.partitions < 0)
+      throw std::invalid_argument("kafka_repartition " + o_.name + ": partitions must be >= 0");
     if (o_.reader.instance_id.empty()) o_.reader.instance_id = in.instance_id;
     init(in.brokers, in.group, in.guarantee, std::move(d));
     writer_ = in.guarantee == processing_guarantee::exactly_once ? std::make_shared<writer_type>(o_.writer, input)
