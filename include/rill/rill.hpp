@@ -2,7 +2,7 @@
 // operators (core and operators layers), and ordered_sink (event-time ordered output,
 // no domain type). Target rill::rill. Domain connectors have their own headers:
 // <rill/pcap.hpp> (packets and captures), <rill/connectors/...> (TCP, files),
-// <rill/connectors/kafka_source.hpp> (rill::kafka), and
+// <rill/connectors/kafka_source.hpp>, kafka_sink.hpp, kafka_repartition.hpp (rill::kafka), and
 // <rill/operators/enrich.hpp> with a transport from <rill/connectors/http_transport.hpp>
 // (rill::http or rill::cpprest).
 //

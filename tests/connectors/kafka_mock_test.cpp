@@ -22,6 +22,11 @@
 //      librdkafka thread behind
 //  11. exactly-once: the source and the transactional sink must be linked; a keyed count
 //      through transactions reaches a read_committed reader once per (key, window)
+//  12. kafka_repartition: the topic's name and its checks; a keyed count through the
+//      repartition topic equals a brute-force count, every message of the topic sits in
+//      the partition of Kafka's default partitioner (murmur2 of its key); an existing
+//      topic with another partition count is refused; a stream that does not start at a
+//      Kafka source (at-least-once only)
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -37,6 +42,8 @@
 #include <string_view>
 #include <thread>
 
+#include "../kafka/kafka_env.hpp"  // kt::java_partition: Kafka's partitioner, written from the Java source
+#include "rill/connectors/kafka_repartition.hpp"
 #include "rill/connectors/kafka_sink.hpp"
 #include "rill/connectors/kafka_source.hpp"
 #include "rill/operators/stream.hpp"
@@ -874,4 +881,147 @@ TEST_F(KafkaMock, ExactlyOnceKeyedCountReachesAReadCommittedReaderOnce) {
   EXPECT_EQ(total, 1000);
   EXPECT_EQ(seen.size(), 40u);
   for (const auto& [kw, n] : seen) EXPECT_EQ(n, 1) << kw.first << " " << kw.second;
+}
+
+// 12. "<group>-<name>-repartition", as Kafka Streams names its repartition topics; names
+// Kafka would refuse are refused before any broker is asked.
+TEST(KafkaRepartitionName, GroupNameRepartitionAndOnlyLegalNames) {
+  EXPECT_EQ(rill::repartition_topic_name("clicks-app", "by-user"), "clicks-app-by-user-repartition");
+  EXPECT_EQ(rill::repartition_topic_name("g.1", "n_2"), "g.1-n_2-repartition");
+  EXPECT_THROW(rill::repartition_topic_name("", "n"), std::invalid_argument);
+  EXPECT_THROW(rill::repartition_topic_name("g", ""), std::invalid_argument);
+  EXPECT_THROW(rill::repartition_topic_name("g", "by user"), std::invalid_argument);
+  EXPECT_THROW(rill::repartition_topic_name("g", "by/user"), std::invalid_argument);
+  EXPECT_NO_THROW(rill::repartition_topic_name("g", std::string(249 - 14, 'x')));  // 249 characters
+  EXPECT_THROW(rill::repartition_topic_name("g", std::string(249 - 13, 'x')), std::invalid_argument);
+}
+
+// 12. Graph (one process, 2 workers):
+//   kafka_source(in, 4 partitions, keyed by i % 7) -> kafka_repartition "agg" (by i % 5)
+//   --> g12-agg-repartition (4 partitions) --> kafka_source(group g12-agg-repartition)
+//   -> key_by(i % 5) -> tumbling 100 ms count -> collect
+// Record i: value "<i> <i % 5>", event time i ms. A stop fires the open windows
+// (stop_policy::fire) once the reader has read every record back. The reader takes the
+// event time from the value (event_time_from): record 0's time, 0 ms, cannot be a
+// message timestamp (librdkafka stamps the produce time instead).
+TEST_F(KafkaMock, RepartitionCountsLikeBruteForceAndPlacesKeysByMurmur2) {
+  topic("in", 4);
+  topic("g12-agg-repartition", 4);  // the mock cluster has no CreateTopics: made here
+  constexpr int n = 2000;
+  std::vector<std::string> vals;
+  std::map<std::pair<long long, std::string>, std::uint64_t> want;
+  for (int i = 0; i < n; ++i) {
+    vals.push_back(std::to_string(i) + " " + std::to_string(i % 5));
+    ++want[{i / 100 * 100, std::to_string(i % 5)}];
+  }
+  produce("in", vals, [](std::size_t i) { return int(i % 7 % 4); });
+  auto o = src("g12");
+  o.splits = 1;  // one member per group: the mock's SyncGroup quirk (src())
+  rill::kafka_source<> s{o};
+  s.event_time_from([](const rec& r) { return rill::event_time{std::chrono::milliseconds{std::stoll(r.value)}}; });
+  rill::kafka_repartition_options ro{.name = "agg"};
+  ro.reader.splits = 1;
+  ro.reader.config = o.config;
+  rill::kafka_repartition<std::string> rp{ro, s};  // std::string: the value is the message
+  rp.event_time_from([](const std::string& v) { return rill::event_time{std::chrono::milliseconds{std::stoll(v)}}; });
+  EXPECT_EQ(rp.topic(), "g12-agg-repartition");
+  EXPECT_EQ(rp.partitions(), 4);  // the input topic's count
+  std::mutex mu;
+  std::map<std::pair<long long, std::string>, std::vector<std::uint64_t>> got;
+  auto key = [](const std::string& v) { return v.substr(v.find(' ') + 1); };
+  auto j = rp.key_by(rill::from(std::move(s)).map([](rec&& r) { return std::move(r.value); }), key)
+               .window(rill::tumbling{100ms}, {.max_delay = 0ms, .on_stop = rill::window_options::stop_policy::fire})
+               .count()
+               .sink([&](rill::keyed_window_result<std::string, std::uint64_t>&& r) {
+                 std::lock_guard<std::mutex> g(mu);
+                 got[{r.start.time_since_epoch().count() / 1000000, r.key}].push_back(r.value);
+               });
+  auto read_back = rp.source().stats();
+  const auto rep = run_until(j, [&] { return read_back->consumed.load() >= std::uint64_t(n); });
+  EXPECT_TRUE(rep.errors.empty()) << rep.errors.front();
+  EXPECT_EQ(rp.writer().stats().delivered.load(), std::uint64_t(n));
+  EXPECT_EQ(read_back->consumed.load(), std::uint64_t(n));
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [wk, c] : want) {
+    ASSERT_EQ(got[wk].size(), 1u) << wk.first << " " << wk.second;
+    EXPECT_EQ(got[wk][0], c) << wk.first << " " << wk.second;
+  }
+  // The topic as a plain consumer reads it: key = the aggregation key, value = the record,
+  // timestamp = the event time (ms), partition = toPositive(murmur2(key)) % 4.
+  std::string e;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers_, e);
+  c->set("group.id", "check12", e);
+  c->set("auto.offset.reset", "earliest", e);
+  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+  k->subscribe({"g12-agg-repartition"});
+  int read = 0, misplaced = 0, wrong = 0;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (read < n && std::chrono::steady_clock::now() < until) {
+    std::unique_ptr<RdKafka::Message> m(k->consume(100));
+    if (!m || m->err()) continue;
+    ++read;
+    const std::string v(static_cast<const char*>(m->payload()), m->len());
+    if (!m->key() || kt::java_partition(*m->key(), 4) != m->partition()) ++misplaced;
+    const auto ts = m->timestamp().timestamp;
+    if (!m->key() || *m->key() != key(v) || (std::stoll(v) > 0 ? ts != std::stoll(v) : ts < 1000000000000)) ++wrong;
+  }
+  k->close();
+  EXPECT_EQ(read, n);
+  EXPECT_EQ(misplaced, 0);
+  EXPECT_EQ(wrong, 0);
+}
+
+// 12. A repartition topic that exists with another partition count than the input's is
+// refused by the constructor (its keys would live in other partitions than before).
+TEST_F(KafkaMock, RepartitionRefusesATopicWithAnotherPartitionCount) {
+  topic("in", 4);
+  topic("g13-agg-repartition", 3);
+  rill::kafka_source<> s{src("g13")};
+  try {
+    rill::kafka_repartition<std::string> rp{{.name = "agg", .start_timeout = 5s}, s};
+    ADD_FAILURE() << "constructed";
+  } catch (const std::runtime_error& x) {
+    EXPECT_NE(std::string(x.what()).find("exists with 3 partitions, not 4"), std::string::npos) << x.what();
+  }
+  // Told the count, it is fine.
+  EXPECT_NO_THROW((rill::kafka_repartition<std::string>{{.name = "agg", .partitions = 3}, s}));
+}
+
+// 12. A stream that does not start at a Kafka source: vector_source (unacked records) ->
+// kafka_repartition "v" (group and brokers from the reader's options, partitions given)
+// -> key_by -> tumbling count. Exactly-once is refused without the input source.
+TEST_F(KafkaMock, RepartitionOfAStreamWithoutKafkaInput) {
+  topic("g14-v-repartition", 3);
+  rill::kafka_repartition_options ro{.name = "v", .partitions = 3};
+  ro.reader = src("g14");
+  ro.reader.splits = 1;  // the mock's SyncGroup quirk (src())
+  ro.reader.guarantee = rill::processing_guarantee::exactly_once;
+  EXPECT_THROW((rill::kafka_repartition<std::string>{ro, nullptr, nullptr}), std::invalid_argument);
+  ro.reader.guarantee = rill::processing_guarantee::at_least_once;
+  rill::kafka_repartition<std::string> rp{ro, [](const std::string& v) { return v; },
+                                          [](std::string_view v) { return std::string(v); }};
+  EXPECT_EQ(rp.topic(), "g14-v-repartition");
+  constexpr int n = 600;
+  std::vector<rill::record<std::string, rill::unacked>> in;
+  std::map<std::pair<long long, std::string>, std::uint64_t> want;
+  for (int i = 1; i <= n; ++i) {
+    in.push_back({std::to_string(i % 3), rill::event_time{std::chrono::milliseconds{i}}});
+    ++want[{i / 100 * 100, std::to_string(i % 3)}];
+  }
+  std::mutex mu;
+  std::map<std::pair<long long, std::string>, std::uint64_t> got;
+  auto same = [](const std::string& v) { return v; };
+  auto j = rp.key_by(rill::from(rill::vector_source<std::string, rill::unacked>{in}), same)
+               .window(rill::tumbling{100ms}, {.on_stop = rill::window_options::stop_policy::fire})
+               .count()
+               .sink([&](rill::keyed_window_result<std::string, std::uint64_t>&& r) {
+                 std::lock_guard<std::mutex> g(mu);
+                 got[{r.start.time_since_epoch().count() / 1000000, r.key}] += r.value;
+               });
+  auto read_back = rp.source().stats();
+  const auto rep = run_until(j, [&] { return read_back->consumed.load() >= std::uint64_t(n); });
+  EXPECT_TRUE(rep.errors.empty()) << rep.errors.front();
+  EXPECT_EQ(read_back->consumed.load(), std::uint64_t(n));
+  EXPECT_EQ(got, want);
 }

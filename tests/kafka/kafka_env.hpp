@@ -235,6 +235,34 @@ inline std::vector<long long> committed(const std::string& group, const std::str
   return out;
 }
 
+/// Members of consumer group `group` when it is Stable (no rebalance under way), else -1
+/// (also when the broker does not answer within 10 s). DescribeConsumerGroups (KIP-518's
+/// admin API in librdkafka 2.0).
+inline int stable_members(const std::string& group) {
+  char err[256];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers().c_str(), err, sizeof err);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (!rk) throw std::runtime_error(err);
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  const char* groups[] = {group.c_str()};
+  rd_kafka_DescribeConsumerGroups(rk, groups, 1, nullptr, q);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 10000);
+  int members = -1;
+  if (ev) {
+    const auto* res = rd_kafka_event_DescribeConsumerGroups_result(ev);
+    size_t n = 0;
+    const auto** gs = res ? rd_kafka_DescribeConsumerGroups_result_groups(res, &n) : nullptr;
+    if (n == 1 && !rd_kafka_ConsumerGroupDescription_error(gs[0]) &&
+        rd_kafka_ConsumerGroupDescription_state(gs[0]) == RD_KAFKA_CONSUMER_GROUP_STATE_STABLE)
+      members = int(rd_kafka_ConsumerGroupDescription_member_count(gs[0]));
+    rd_kafka_event_destroy(ev);
+  }
+  rd_kafka_queue_destroy(q);
+  rd_kafka_destroy(rk);
+  return members;
+}
+
 /// Sum of the high watermarks (end offsets) of `topic`'s partitions 0..n-1; a partition
 /// the broker does not answer for within three attempts of 5 s counts 0.
 inline long long end_offsets(const std::string& topic, int n) {
