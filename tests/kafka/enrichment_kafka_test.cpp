@@ -22,6 +22,8 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -390,7 +392,8 @@ TEST(EnrichmentKafka, HungServiceTimesOutIsRetriedAndLosesNothing) {
   ASSERT_FALSE(url.empty()) << slurp(svc_err);
   const std::string log = dir + "/enrh.log", sum = dir + "/enrh.json";
   const pid_t pid = spawn({ENRICHMENT_BINARY, "--brokers", kt::brokers(), "--from", in, "--to", out, "--group",
-                           group, "--idle-exit", "15s", "--batch-size", "50", "--url", url},
+                           group, "--idle-exit", "15s", "--batch-size", "50", "--url", url, "--progress",
+                           "--progress-interval", "200ms"},
                           sum, log);
   ASSERT_GT(pid, 0);
   // First half: answered by the running service.
@@ -406,6 +409,17 @@ TEST(EnrichmentKafka, HungServiceTimesOutIsRetriedAndLosesNothing) {
   // Second half: the service hangs.
   ASSERT_EQ(::kill(svc, SIGSTOP), 0);
   kt::produce(in, second);
+  // The hang counts from when the run has read into the second half (its requests wait on
+  // the stopped service from then on): on a loaded machine the fetch alone may take seconds.
+  auto consumed = [&] {  // the largest consumed= of the --progress lines so far
+    const std::string text = slurp(log), tag = "consumed=";
+    long long most = 0;
+    for (auto at = text.find(tag); at != std::string::npos; at = text.find(tag, at + 1))
+      most = std::max(most, std::atoll(text.c_str() + at + tag.size()));
+    return most;
+  };
+  for (int i = 0; i < 1200 && consumed() <= n / 2; ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_GT(consumed(), n / 2) << slurp(log);
   std::this_thread::sleep_for(8s);
   const long long during = kt::end_offsets(out, 4);
   ASSERT_EQ(::kill(svc, SIGCONT), 0);
