@@ -208,7 +208,7 @@ struct flat_map_stage final : stage_in<T, P>, std::enable_shared_from_this<flat_
   }
   /// Emits from the current input until it is done (true) or the stage must stop (false).
   /// Inlined into on_record and resume() with the fiber switch (fiber_call::start).
-  [[gnu::always_inline]] bool run() {
+  RILL_FIBER_SWITCH_INLINE bool run() {
     if constexpr (emit_form) {
       e_.fiber = &fiber_;
       return done(fiber_.in_call() ? fiber_.resume() : fiber_.start(&call_f, this));
@@ -223,7 +223,7 @@ struct flat_map_stage final : stage_in<T, P>, std::enable_shared_from_this<flat_
       return done(true);
     }
   }
-  [[gnu::always_inline]] bool done(bool finished) {
+  RILL_FIBER_SWITCH_INLINE bool done(bool finished) {
     if (!finished) return false;
     place_.reset();
     e_.ack.reset();

@@ -100,6 +100,16 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+// Marks the functions between an operator's entry and the stack switch: inlined into the
+// operator (fiber_call::start says why). Not under a sanitizer: TSan's and ASan's fiber
+// bookkeeping follows function entries and exits, which must then stay on their own side
+// of the switch (inlined, TSan reported races on the fiber object itself).
+#if RILL_FIBER_TSAN || RILL_FIBER_ASAN
+#define RILL_FIBER_SWITCH_INLINE
+#else
+#define RILL_FIBER_SWITCH_INLINE [[gnu::always_inline]]
+#endif
+
 namespace rill::detail {
 
 /// Records one suspendable emitter (flat_map, a firing window, a join) sends in one loop
@@ -144,7 +154,7 @@ class fiber_call {
   /// the CPU's return-address predictions one call off, so every function return between
   /// the switch and the operator's own code is mispredicted (perf: 5 % of a 1:1 flat_map's
   /// time when they were calls of their own).
-  [[gnu::always_inline]] bool start(void (*fn)(void*), void* arg) {
+  RILL_FIBER_SWITCH_INLINE bool start(void (*fn)(void*), void* arg) {
     fn_ = fn;
     arg_ = arg;
     if (!fiber_) create();
@@ -152,7 +162,7 @@ class fiber_call {
     return finish();
   }
   /// Continues the call in progress; same result as start().
-  [[gnu::always_inline]] bool resume() {
+  RILL_FIBER_SWITCH_INLINE bool resume() {
     enter();
     return finish();
   }
@@ -203,13 +213,13 @@ class fiber_call {
       return std::move(caller_);
     }};
   }
-  [[gnu::always_inline]] void enter() {
+  RILL_FIBER_SWITCH_INLINE void enter() {
     before_in();
     fiber_ = std::move(fiber_).resume();
     after_out();
     if (!fiber_) after_final();  // the fiber's function returned (only when stopping)
   }
-  [[gnu::always_inline]] bool finish() {
+  RILL_FIBER_SWITCH_INLINE bool finish() {
     if (error_) {
       fn_ = nullptr;
       arg_ = nullptr;
@@ -342,7 +352,7 @@ class resumable_stage : public std::enable_shared_from_this<Derived> {
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
 
   // Inlined into submit() with the fiber switch (fiber_call::start).
-  [[gnu::always_inline]] bool start(Op&& op) {
+  RILL_FIBER_SWITCH_INLINE bool start(Op&& op) {
     cur_.emplace(std::move(op));
     if (!fiber_) fiber_.emplace();
     return finished(fiber_->start(&call, this));
@@ -351,7 +361,7 @@ class resumable_stage : public std::enable_shared_from_this<Derived> {
     auto* s = static_cast<resumable_stage*>(p);
     s->self().run_call(*s->cur_);
   }
-  [[gnu::always_inline]] bool finished(bool done) {
+  RILL_FIBER_SWITCH_INLINE bool finished(bool done) {
     if (done) cur_.reset();
     return done;
   }
