@@ -150,6 +150,9 @@ struct partition_track {
   std::int64_t position = -1;      ///< next offset to read: last emitted or skipped + 1
   std::deque<std::pair<std::int64_t, state>> open;  ///< offset, state
   bool paused = false;
+  /// Every message up to the end the broker last reported (a partition EOF) was taken,
+  /// none since: the partition does not count in kafka_source_stats::partitions_behind.
+  bool at_end = false;
   std::int64_t published = -1;     ///< exactly-once: the handed frontier last published
 
   /// Exactly-once: the lowest offset whose outputs have not all reached the sink (the
@@ -231,6 +234,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   std::int32_t cached_pid = -1;
   std::uint64_t cached_version = ~std::uint64_t{0};
   std::uint64_t consumed = 0;  ///< emitted, not yet added to stats->consumed (publish())
+  std::uint64_t behind = 0;    ///< this split's share of stats->partitions_behind
   std::vector<ack_entry> acks;
   std::chrono::steady_clock::time_point last_commit = std::chrono::steady_clock::now();
   std::string err;
@@ -252,6 +256,29 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     std::lock_guard<std::mutex> g(view->mu);
     view->assigned.clear();
     for (const auto& [pid, t] : parts) view->assigned.emplace_back(t.topic, t.partition);
+  }
+  /// Recounts this split's assigned partitions not at their end into the shared stat
+  /// (after every change of `parts`).
+  void count_behind() {
+    std::uint64_t n = 0;
+    for (const auto& [pid, t] : parts) n += !t.at_end;
+    stats->partitions_behind.fetch_add(n - behind, std::memory_order_relaxed);  // modulo 2^64
+    behind = n;
+  }
+  /// A message of `t` was taken: it is behind until the next partition EOF.
+  void left_end(partition_track& t) {
+    if (!t.at_end) return;
+    t.at_end = false;
+    ++behind;
+    stats->partitions_behind.fetch_add(1, std::memory_order_relaxed);
+  }
+  /// A partition EOF, taken in order after every message before it.
+  void reached_end(const rd_kafka_message_t& m) {
+    auto it = parts.find(pid_of(rd_kafka_topic_name(m.rkt), m.partition));
+    if (it == parts.end() || it->second.at_end) return;
+    it->second.at_end = true;
+    --behind;
+    stats->partitions_behind.fetch_sub(1, std::memory_order_relaxed);
   }
   /// Before the consumer closes: readers stop using the handle.
   void unpublish() {
@@ -450,6 +477,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
         consumer->assign(tps);
       }
       bump(stats->assigned, std::int64_t(tps.size()));
+      count_behind();
       publish_assignment();
       if (paused_all) {
         consumer->pause(tps);
@@ -486,6 +514,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     }
     stats->assigned.fetch_sub(std::min<std::uint64_t>(tps.size(), stats->assigned.load()),
                               std::memory_order_relaxed);
+    count_behind();
     publish_assignment();
   }
 
@@ -543,17 +572,19 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     return out;
   }
 
-  /// One non-blocking poll of the consumer; returns a data message or null. The C API on
-  /// the C++ consumer's handle: what KafkaConsumer::consume(0) does (the same callbacks
-  /// are served inside), without its heap RdKafka::Message per message.
+  /// One non-blocking poll of the consumer; returns a data message, a partition EOF
+  /// (err RD_KAFKA_RESP_ERR__PARTITION_EOF: kept in order with the messages, through the
+  /// stash too) or null. The C API on the C++ consumer's handle: what
+  /// KafkaConsumer::consume(0) does (the same callbacks are served inside), without its
+  /// heap RdKafka::Message per message.
   message_ptr consume_one() {
     message_ptr m(rd_kafka_consumer_poll(c->c_ptr(), 0));
     if (!m) return nullptr;
     switch (m->err) {
       case RD_KAFKA_RESP_ERR_NO_ERROR:
+      case RD_KAFKA_RESP_ERR__PARTITION_EOF:
         return m;
       case RD_KAFKA_RESP_ERR__TIMED_OUT:
-      case RD_KAFKA_RESP_ERR__PARTITION_EOF:
         return nullptr;
       default:
         bump(stats->transient_errors);
@@ -591,6 +622,9 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
   // (bench/RESULTS.md "kafka"); memory stays bounded by queued.max.messages.kbytes
   // (64 MiB per consumer). o.config overrides it.
   set(*conf, "queued.min.messages", "1000000");
+  // Partition EOFs tell when an assigned partition was read to its end
+  // (kafka_source_stats::partitions_behind).
+  set(*conf, "enable.partition.eof", "true");
   if (!o.instance_id.empty()) set(*conf, "group.instance.id", o.instance_id + "-" + std::to_string(index));
   // Exactly-once input: only committed transactions' messages (KIP-98).
   if (p_->link) set(*conf, "isolation.level", "read_committed");
@@ -671,13 +705,17 @@ bool split_core::service() {
 
 bool split_core::next(message_view& m) {
   auto& p = *p_;
-  p.cur.reset();
-  if (!p.stash.empty()) {
-    p.cur = std::move(p.stash.front());
-    p.stash.pop_front();
-  } else {
-    p.cur = p.consume_one();
-    if (!p.cur) return false;
+  for (;;) {
+    p.cur.reset();
+    if (!p.stash.empty()) {
+      p.cur = std::move(p.stash.front());
+      p.stash.pop_front();
+    } else {
+      p.cur = p.consume_one();
+      if (!p.cur) return false;
+    }
+    if (p.cur->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) break;
+    p.reached_end(*p.cur);
   }
   const rd_kafka_message_t* msg = p.cur.get();
   // The topic's name through the C handle (no std::string per message); the table lookup
@@ -714,6 +752,7 @@ std::shared_ptr<ack_token> split_core::track(const message_view& m) {
   if (auto* t = p.cached_track) {
     gen = t->gen;
     t->emitted(m.offset);
+    p.left_end(*t);
   }
   return p.inbox->make_token(ack_entry{m.pid, m.offset, gen, false});
 }
@@ -741,7 +780,10 @@ void split_core::bad(const message_view& m, std::string what) {
     p_->on_bad(kafka_bad_message{std::string(m.topic), m.partition, m.offset, std::move(what),
                                  std::string(m.key), std::string(m.value)});
   auto it = p_->parts.find(m.pid);
-  if (it != p_->parts.end()) it->second.skipped(m.offset);
+  if (it != p_->parts.end()) {
+    it->second.skipped(m.offset);
+    p_->left_end(it->second);
+  }
 }
 
 void split_core::pause_all() {
@@ -819,6 +861,7 @@ void split_core::shutdown() {
       impl->stats->assigned.fetch_sub(std::min<std::uint64_t>(impl->parts.size(), impl->stats->assigned.load()),
                                       std::memory_order_relaxed);
       impl->parts.clear();
+      impl->count_behind();
     });
     return;
   }
@@ -844,6 +887,7 @@ void split_core::shutdown() {
     impl->stats->assigned.fetch_sub(std::min<std::uint64_t>(impl->parts.size(), impl->stats->assigned.load()),
                                     std::memory_order_relaxed);
     impl->parts.clear();
+    impl->count_behind();
   });
 }
 

@@ -179,12 +179,13 @@ int pipeline(const options& o, const enrich_settings& e, const std::string& url,
 
   rill::runtime rt{{.workers = o.workers, .handle_signals = true, .metrics_port = e.metrics_port}};
   // --idle-exit: the runtime stops gracefully (outstanding batches finish, deliveries,
-  // final commit) once nothing was consumed for that long (10x before the first record).
+  // final commit) once every assigned partition was read to its end and nothing was
+  // consumed for that long (10x before the first record; rill::kafka_input_activity).
   // --progress: a line on stderr every --progress-interval, from the runtime's control thread.
   rill_examples::interval_rate delivered_rate{0, steady::now()};
   const rill::run_options run_opts{
       .stop_when_idle = idle,
-      .activity = [sst] { return sst->consumed.load(); },
+      .activity = rill::kafka_input_activity(sst),
       .progress = !o.progress ? std::function<void(const rill::run_progress&)>{} : [&](const rill::run_progress&) {
         const auto d = kafka->stats().delivered.load();
         std::ostringstream line;  // records delivered per second over this interval, fractional (3 in 4 s: 0.8)

@@ -118,10 +118,10 @@ int analyse(const options& o, std::chrono::nanoseconds window, std::chrono::nano
                                   window, delay)
                  .sink(sink, "kafka_sink");
   // --idle-exit: a bounded run for tests and benchmarks (graceful stop: windows fire,
-  // flows are delivered, offsets committed); 10x as long before the first record (the
-  // runtime's default grace). A bad message is input too.
-  const auto rep = rt.run(job, {.stop_when_idle = idle,
-                                .activity = [stats] { return stats->consumed.load() + stats->bad.load(); }});
+  // flows are delivered, offsets committed) once every assigned partition was read to its
+  // end and nothing came for that long; 10x as long before the first record (the
+  // runtime's default grace). A bad message is input too (rill::kafka_input_activity).
+  const auto rep = rt.run(job, {.stop_when_idle = idle, .activity = rill::kafka_input_activity(stats)});
   std::cerr << nlohmann::json{{"packets", stats->consumed.load()},
                               {"bad", stats->bad.load()},
                               {"late", rep.stage("window").late},

@@ -27,6 +27,9 @@
 //      the partition of Kafka's default partitioner (murmur2 of its key); an existing
 //      topic with another partition count is refused; a stream that does not start at a
 //      Kafka source (at-least-once only)
+//  13. partitions_behind counts assigned partitions until their split took the partition
+//      EOF; stop_when_idle on rill::kafka_input_activity waits for partitions whose
+//      fetches are slow, where a plain consumed counter stops before they are read
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -1024,4 +1027,127 @@ TEST_F(KafkaMock, RepartitionOfAStreamWithoutKafkaInput) {
   EXPECT_TRUE(rep.errors.empty()) << rep.errors.front();
   EXPECT_EQ(read_back->consumed.load(), std::uint64_t(n));
   EXPECT_EQ(got, want);
+}
+
+// 13. partitions_behind (kafka_source.hpp): one split over 2 partitions (1000 and 600
+// records). Both count from their assignment; after all 1600 are taken and the partition
+// EOFs with them, none; a new record taken alone (poll of 1) makes its partition count
+// again until its EOF is taken; after close, nothing is assigned and nothing counts.
+TEST_F(KafkaMock, PartitionsBehindCountsUntilThePartitionEofIsTaken) {
+  topic("in", 2);
+  produce("in", numbers(1600), [](std::size_t i) { return int(i < 1000 ? 0 : 1); });
+  rill::kafka_source<> s{src("gbehind")};
+  const auto st = s.stats();
+  auto r = s.open(0);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!r.ready() && std::chrono::steady_clock::now() < deadline) {
+    r.serve();
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(r.ready());
+  ASSERT_EQ(st->assigned.load(), 2u);
+  EXPECT_EQ(st->partitions_behind.load(), 2u);
+  std::size_t total = 0;
+  auto take = [&](std::size_t max) {
+    return r.poll([&](rill::record<rec>&&) { ++total; }, max);
+  };
+  while (total < 1200 && std::chrono::steady_clock::now() < deadline) take(1200 - total);
+  ASSERT_EQ(total, 1200u);
+  EXPECT_GE(st->partitions_behind.load(), 1u);  // 400 records are still to be taken
+  while ((total < 1600 || st->partitions_behind.load() > 0) && std::chrono::steady_clock::now() < deadline) {
+    take(100);
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(total, 1600u);
+  EXPECT_EQ(st->partitions_behind.load(), 0u);
+
+  produce("in", {"late"}, [](std::size_t) { return 1; });
+  while (total < 1601 && std::chrono::steady_clock::now() < deadline) {
+    take(1);
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(total, 1601u);
+  EXPECT_EQ(st->partitions_behind.load(), 1u);  // taken; its EOF not yet
+  while (st->partitions_behind.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    take(100);
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(st->partitions_behind.load(), 0u);
+  EXPECT_EQ(total, 1601u);
+  r.close();
+  EXPECT_EQ(st->partitions_behind.load(), 0u);
+  EXPECT_EQ(st->assigned.load(), 0u);
+}
+
+// stop_when_idle on a Kafka input with partitions whose fetches are slow: 2 mock brokers,
+// partitions 0 and 1 led by broker 1, 2 and 3 by broker 2, which answers every request
+// after 3 s (a loaded broker); 50 records per partition; one split reads all 4 (one
+// group member: the mock's coordinator rebalances a two-member group erratically, see
+// KafkaMock::src). Clients bootstrap from broker 1, the group's coordinator.
+// stop_when_idle = 1 s:
+//   - activity = consumed records: partitions 0 and 1 are read within a second, the
+//     first fetch of 2 and 3 needs several 3 s round trips, so the run stops with 100
+//     (this shows the setup can fail);
+//   - activity = rill::kafka_input_activity: the run waits until every partition was
+//     read to its end: all 200 records, and the group commits each partition's end.
+TEST(KafkaMockSlowBroker, IdleStopWaitsForPartitionsWhoseFetchesAreSlow) {
+  char err[256];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  ASSERT_EQ(rd_kafka_conf_set(conf, "test.mock.num.brokers", "2", err, sizeof err), RD_KAFKA_CONF_OK);
+  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> holder(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err),
+                                                                   &rd_kafka_destroy);
+  ASSERT_NE(holder, nullptr) << err;
+  rd_kafka_mock_cluster_t* mc = rd_kafka_handle_mock_cluster(holder.get());
+  ASSERT_NE(mc, nullptr);
+  const std::string all = rd_kafka_mock_cluster_bootstraps(mc);
+  const std::string first = all.substr(0, all.find(','));
+  ASSERT_EQ(rd_kafka_mock_topic_create(mc, "in", 4, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  for (int p = 0; p < 4; ++p) ASSERT_EQ(rd_kafka_mock_partition_set_leader(mc, "in", p, p < 2 ? 1 : 2), RD_KAFKA_RESP_ERR_NO_ERROR);
+  {
+    std::string e;
+    std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    c->set("bootstrap.servers", all, e);
+    std::unique_ptr<RdKafka::Producer> prod(RdKafka::Producer::create(c.get(), e));
+    for (int i = 0; i < 200; ++i) {
+      const auto v = std::to_string(i);
+      prod->produce("in", i % 4, RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(v.data()), v.size(), nullptr, 0, 0,
+                    nullptr);
+    }
+    ASSERT_EQ(prod->flush(10000), RdKafka::ERR_NO_ERROR);
+  }
+  ASSERT_EQ(rd_kafka_mock_broker_set_rtt(mc, 2, 3000), RD_KAFKA_RESP_ERR_NO_ERROR);
+
+  auto run = [&](const std::string& group, bool behind_counts) {
+    EXPECT_EQ(rd_kafka_mock_coordinator_set(mc, "group", group.c_str(), 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rill::kafka_source<> s{{.brokers = first, .group = group, .topics = {"in"}, .splits = 1,
+                            .commit_interval = 200ms, .config = {{"session.timeout.ms", "6000"}}}};
+    const auto st = s.stats();
+    rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores", .pin = false}};
+    std::atomic<bool> ended{false};
+    std::thread guard([&] {  // a run that never idles ends the test, not the suite
+      const auto end = std::chrono::steady_clock::now() + 90s;
+      while (!ended && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
+      rt.request_stop();
+    });
+    std::function<std::uint64_t()> activity = [st] { return st->consumed.load(); };
+    if (behind_counts) activity = rill::kafka_input_activity(st);
+    rt.run(rill::from(std::move(s)).sink([](rec&&) {}), {.stop_when_idle = 1s, .activity = activity});
+    ended = true;
+    guard.join();
+    return st->consumed.load();
+  };
+  EXPECT_EQ(run("slow-plain", false), 100u) << "the slow partitions were read before the idle stop: the test shows nothing";
+  EXPECT_EQ(run("slow-behind", true), 200u);
+  // committed by the group: every partition's end
+  std::string e;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", first, e);
+  c->set("group.id", "slow-behind", e);
+  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+  std::vector<RdKafka::TopicPartition*> tps;
+  for (int p = 0; p < 4; ++p) tps.push_back(RdKafka::TopicPartition::create("in", p));
+  EXPECT_EQ(k->committed(tps, 30000), RdKafka::ERR_NO_ERROR);
+  for (auto* tp : tps) EXPECT_EQ(tp->offset(), 50) << "partition " << tp->partition();
+  RdKafka::TopicPartition::destroy(tps);
+  k->close();
 }

@@ -9,6 +9,7 @@
 //   rill::kafka_bad_message      what the error side output receives for an undecodable one
 //   rill::kafka_source_stats     counters and the commit latency (read from any thread)
 //   rill::kafka_partition_lag    consumer lag of one partition (kafka_source::lag())
+//   rill::kafka_input_activity   run_options::activity for stop_when_idle on a Kafka input
 //   rill::kafka_source<K, V>     a rill::source_of<kafka_record<K, V>>, one split per worker;
 //                                its stream is rill::from(src) (core's source_driver)
 //
@@ -242,11 +243,36 @@ struct kafka_source_stats {
   std::atomic<std::uint64_t> rebalances{0}; ///< assign + revoke callbacks
   std::atomic<std::uint64_t> pauses{0};     ///< backpressure pauses
   std::atomic<std::uint64_t> held{0};       ///< acks that came back failed (not committed past)
+  /// Assigned partitions (all splits) not read to their end: one counts from its
+  /// assignment and from every message its split takes, until the split takes the
+  /// partition EOF librdkafka delivers after the last message of the broker's end as of
+  /// that fetch (enable.partition.eof, which the source sets; a user config that turns
+  /// it off leaves every partition counted). 0 with partitions assigned: everything
+  /// written so far was read. A run's stop_when_idle can wait for 0 (netflow's
+  /// --idle-exit): a split whose first fetch is slow to come is not idle.
+  std::atomic<std::uint64_t> partitions_behind{0};
   /// Offset-commit round trips, ns: a synchronous commit from the call to its return, an
   /// asynchronous one from the request to its offset_commit_cb (served on the worker).
   /// Failed commits are included (Kafka's commit-latency counts every commit request).
   histogram commit_latency;
 };
+
+/// An activity counter for run_options::activity (core/run_control.hpp): the source's
+/// consumed and bad messages, plus one more at every sample while some assigned partition
+/// is behind (kafka_source_stats::partitions_behind). With it, stop_when_idle = D stops
+/// once every assigned partition was read to its end and D passed without a new message:
+/// a split whose first fetch comes seconds after the other split read all of its
+/// partitions (a loaded broker) is input still to come, not idleness. Before the first
+/// assignment the counter stays 0, so first_record_grace applies.
+///   rt.run(job, {.stop_when_idle = 3s, .activity = rill::kafka_input_activity(src.stats())});
+/// Called on the runtime's control thread only (the counter of "behind" samples is not
+/// shared); reads relaxed atomics, never blocks.
+inline std::function<std::uint64_t()> kafka_input_activity(std::shared_ptr<kafka_source_stats> st) {
+  return [st = std::move(st), behind_samples = std::uint64_t{0}]() mutable {
+    if (st->partitions_behind.load(std::memory_order_relaxed) > 0) ++behind_samples;
+    return st->consumed.load(std::memory_order_relaxed) + st->bad.load(std::memory_order_relaxed) + behind_samples;
+  };
+}
 
 namespace kafka_detail {
 
