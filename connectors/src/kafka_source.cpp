@@ -625,6 +625,10 @@ split_core::split_core(const kafka_source_options& o, std::shared_ptr<topic_tabl
   // Partition EOFs tell when an assigned partition was read to its end
   // (kafka_source_stats::partitions_behind).
   set(*conf, "enable.partition.eof", "true");
+  // A lost group coordinator is looked up again every interval / 10: 1 s here instead of
+  // librdkafka's 60 s, so that commits (the final one retries for drain_timeout, 30 s)
+  // reach a coordinator that moved or whose connection dropped on a loaded broker.
+  set(*conf, "coordinator.query.interval.ms", "10000");
   if (!o.instance_id.empty()) set(*conf, "group.instance.id", o.instance_id + "-" + std::to_string(index));
   // Exactly-once input: only committed transactions' messages (KIP-98).
   if (p_->link) set(*conf, "isolation.level", "read_committed");
