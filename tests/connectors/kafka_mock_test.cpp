@@ -452,6 +452,16 @@ double sample_value(const std::string& text, const std::string& series) {
   if (at == std::string::npos) return -1;
   return std::stod(text.substr(at + series.size() + 2));
 }
+/// Serves split reader `r` until it is ready (its partitions assigned) or `deadline`;
+/// whether it is ready.
+template <class Reader>
+bool serve_until_ready(Reader& r, std::chrono::steady_clock::time_point deadline) {
+  while (!r.ready() && std::chrono::steady_clock::now() < deadline) {
+    r.serve();
+    std::this_thread::sleep_for(1ms);
+  }
+  return r.ready();
+}
 }  // namespace
 
 // Consumer lag (kafka_source.hpp "Metrics"): 1000 records in partition 0, 600 in 1. One
@@ -470,11 +480,7 @@ TEST_F(KafkaMock, ConsumerLagIsProducedMinusTakenPerPartition) {
   s.add_metrics(jm, "kin");
   auto r = s.open(0);
   const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!r.ready() && std::chrono::steady_clock::now() < deadline) {
-    r.serve();
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_TRUE(r.ready());
+  ASSERT_TRUE(serve_until_ready(r, deadline));
   std::size_t taken[2] = {0, 0}, total = 0;
   while (total < 1200 && std::chrono::steady_clock::now() < deadline) {
     r.poll([&](rill::record<rec>&& x) { ++taken[x.value.partition]; ++total; }, 1200 - total);
@@ -1040,11 +1046,7 @@ TEST_F(KafkaMock, PartitionsBehindCountsUntilThePartitionEofIsTaken) {
   const auto st = s.stats();
   auto r = s.open(0);
   const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!r.ready() && std::chrono::steady_clock::now() < deadline) {
-    r.serve();
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_TRUE(r.ready());
+  ASSERT_TRUE(serve_until_ready(r, deadline));
   ASSERT_EQ(st->assigned.load(), 2u);
   EXPECT_EQ(st->partitions_behind.load(), 2u);
   std::size_t total = 0;
