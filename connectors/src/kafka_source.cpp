@@ -238,6 +238,10 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   std::vector<ack_entry> acks;
   std::chrono::steady_clock::time_point last_commit = std::chrono::steady_clock::now();
   std::string err;
+  std::string last_commit_error;  ///< the last failed commit's error (librdkafka's text)
+  /// Partitions given up during shutdown (closed) with done offsets not committed: named
+  /// in the final commit's error, "topic/partition (done to N, lost)".
+  std::vector<std::string> left_behind;
   bool paused_all = false, closed = false, fatal = false;
   std::uint64_t version = 0;  ///< bumped by every assign/revoke (split_core::assignment_version)
   bool assigned_once = false;  ///< first assignment seen (topic_table::joined counted)
@@ -310,6 +314,12 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   }
 
   std::int32_t pid_of(const std::string& t, std::int32_t p) { return topics->id(t, p); }
+
+  /// "topic/partition (done to N[, why])": a partition whose done offsets are not committed.
+  static std::string short_of(const partition_track& t, const char* why = nullptr) {
+    return t.topic + "/" + std::to_string(t.partition) + " (done to " + std::to_string(t.due()) +
+           (why ? std::string(", ") + why : std::string()) + ")";
+  }
 
   /// True while some assigned or retained partition has done offsets not yet committed
   /// (nothing sent, or the last commit of them failed).
@@ -428,8 +438,12 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     for (const auto* tp : offs) {
       auto* t = track_of(pid_of(tp->topic(), tp->partition()));
       if (!t) continue;
-      if (e == RdKafka::ERR_NO_ERROR && tp->err() == RdKafka::ERR_NO_ERROR) t->commit_confirmed(tp->offset());
-      else t->commit_failed(tp->offset());
+      if (e == RdKafka::ERR_NO_ERROR && tp->err() == RdKafka::ERR_NO_ERROR) {
+        t->commit_confirmed(tp->offset());
+      } else {
+        t->commit_failed(tp->offset());
+        last_commit_error = RdKafka::err2str(e != RdKafka::ERR_NO_ERROR ? e : tp->err());
+      }
     }
   }
 
@@ -502,6 +516,7 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
       auto it = parts.find(pid);
       if (it == parts.end()) continue;
       if (!lost && !coop && !link) retained.emplace(pid, std::move(it->second));
+      else if (closed && !link && it->second.due() >= 0) left_behind.push_back(short_of(it->second, lost ? "lost" : "revoked"));
       parts.erase(it);
     }
     std::erase_if(stash, [&](const message_ptr& m) {
@@ -882,6 +897,23 @@ void split_core::shutdown() {
     if (std::chrono::steady_clock::now() < retry_at) continue;
     retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds{500};
     p.commit(true);
+  }
+  // A partition whose done offsets are still not committed: the run reports it (a restart
+  // reads those records again). Retained: revoked by a rebalance not completed since.
+  // Lost or revoked meanwhile: left_behind.
+  if (!p.fatal) {
+    auto behind = std::move(p.left_behind);
+    for (const auto* m : {&p.parts, &p.retained})
+      for (const auto& [pid, t] : *m)
+        if (t.due() >= 0) behind.push_back(p.short_of(t, m == &p.retained ? "revoked" : nullptr));
+    if (!behind.empty()) {
+      std::string list;
+      for (const auto& b : behind) list += (list.empty() ? "" : ", ") + b;
+      p.err = "kafka_source: group '" + p.o.group + "': final offset commit not confirmed within drain_timeout (" +
+              std::to_string(p.o.drain_timeout.count()) + " ms): " +
+              (p.last_commit_error.empty() ? "no reply" : p.last_commit_error) +
+              "; committed offsets stay behind for " + list + "; a restart reads those records again";
+    }
   }
   // Leave the group only when every split of this source committed: an early leave would
   // start a rebalance that revokes the others' partitions before their final commit.

@@ -723,6 +723,44 @@ TEST_F(KafkaMock, FinalCommitCoversOnlyAssignedPartitionsCooperative) {
   final_commit_after_rebalance(brokers_, true, "c22c");
 }
 
+// A final offset commit the coordinator never confirms is the run's error, not a silent
+// short commit. 100 records in one partition; no periodic commit (commit_interval 1 h);
+// once the sink has all 100, every OffsetCommit request (API key 8) is answered
+// NOT_COORDINATOR, then the run is stopped. drain_timeout 2 s.
+// Expected (kafka_source.hpp "At-least-once"): one run error naming the group, the
+// librdkafka error and "in/0 (done to 100"; the group has no committed offset. Control:
+// the same run without the injected errors reports nothing and commits 100.
+TEST_F(KafkaMock, FinalCommitNotConfirmedIsARunError) {
+  topic("in", 1);
+  produce("in", numbers(100), [](std::size_t) { return 0; });
+  auto run = [&](const std::string& group, bool refuse) {
+    auto o = src(group);
+    o.commit_interval = std::chrono::hours{1};
+    o.drain_timeout = 2s;
+    std::atomic<int> got{0};
+    auto rep = run_until(rill::from(rill::kafka_source<>{o}).sink([&](rec&&) {
+      if (got.fetch_add(1) + 1 == 100 && refuse) {
+        std::vector<rd_kafka_resp_err_t> errs(2000, RD_KAFKA_RESP_ERR_NOT_COORDINATOR);
+        rd_kafka_mock_push_request_errors_array(mc_, 8 /* OffsetCommit */, errs.size(), errs.data());
+      }
+    }), [&] { return got.load() >= 100; });
+    rd_kafka_mock_clear_request_errors(mc_, 8);
+    EXPECT_EQ(got.load(), 100) << group;
+    return rep;
+  };
+  const auto bad = run("refused", true);
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_NE(bad.errors[0].find("group 'refused': final offset commit not confirmed within drain_timeout (2000 ms)"),
+            std::string::npos) << bad.errors[0];
+  EXPECT_NE(bad.errors[0].find("in/0 (done to 100"), std::string::npos) << bad.errors[0];  // ", lost" when the
+  // refused commits also cost the consumer its assignment
+  EXPECT_NE(bad.errors[0].find("Not coordinator"), std::string::npos) << bad.errors[0];
+  EXPECT_EQ(committed("refused", "in", 1), std::vector<long long>{RdKafka::Topic::OFFSET_INVALID});
+  const auto good = run("confirmed", false);
+  EXPECT_TRUE(good.errors.empty()) << good.errors.front();
+  EXPECT_EQ(committed("confirmed", "in", 1), std::vector<long long>{100});
+}
+
 // C30 (../shared/cases/CASES.md, librdkafka #3796): shutdown never hangs on a librdkafka
 // reference, and leaves no librdkafka object behind. 100 cycles, in 10 lanes run side by
 // side (the mock's group coordinator takes 3-5 s to form a group; lanes keep the test near
@@ -766,6 +804,7 @@ TEST_F(KafkaMock, StopNeverHangsAndLeavesNoLibrdkafkaObjects) {
       std::atomic<long long> last{-1};
       std::atomic<std::chrono::steady_clock::time_point> asked{};
       std::chrono::steady_clock::duration stop_took{};
+      std::string errors;  // the run's, for the failure messages
       {
         rill::kafka_source<> s{{.brokers = brokers_, .group = name, .topics = {name}, .splits = 1,
                                 .drain_timeout = 1s, .config = {{"session.timeout.ms", "6000"}}}};
@@ -782,16 +821,17 @@ TEST_F(KafkaMock, StopNeverHangsAndLeavesNoLibrdkafkaObjects) {
           asked = std::chrono::steady_clock::now();
           rt.request_stop();
         });
-        rt.run(j);
+        for (const auto& e : rt.run(j).errors) errors += " [" + e + "]";
         stop_took = std::chrono::steady_clock::now() - asked.load();
         stopper.join();
       }  // runtime and job gone: the consumer is destroyed
       held.reset();  // the token outlives its consumer: its ack goes nowhere
-      EXPECT_EQ(last.load(), produced - 1) << name << " cycle " << k;
+      EXPECT_EQ(last.load(), produced - 1) << name << " cycle " << k << errors;
       EXPECT_LT(stop_took, 5s) << name << " cycle " << k << ": stop took "
-                               << std::chrono::duration_cast<std::chrono::milliseconds>(stop_took).count() << " ms";
+                               << std::chrono::duration_cast<std::chrono::milliseconds>(stop_took).count() << " ms"
+                               << errors;
       EXPECT_EQ(committed(name, name.c_str(), 1), std::vector<long long>{hold ? produced - 1 : produced})
-          << name << " cycle " << k;
+          << name << " cycle " << k << errors;
     }
   };
   std::vector<std::thread> ts;

@@ -34,6 +34,10 @@ int sh(const std::string& cmd) {
   const int st = std::system(cmd.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
 std::vector<std::string> lines(const std::string& path) {
   std::ifstream f(path);
   std::vector<std::string> out;
@@ -70,8 +74,7 @@ TEST(NetflowKafka, KafkaToKafkaOutputEqualsFileMode) {
   ASSERT_EQ(sh(nf + " --probe" + captures + " --brokers " + kt::brokers() + " --topic " + packets + " -w 2 2>" + log),
             0) << "probe failed, see " << log;
   // every decoded packet was published (the file mode's summary counts them)
-  std::ifstream sf(dir + "/nf_sum.json");
-  const auto sum = std::string(std::istreambuf_iterator<char>(sf), {});
+  const auto sum = slurp(dir + "/nf_sum.json");
   const auto at = sum.find("\"packets\":");
   ASSERT_NE(at, std::string::npos);
   const long long n_packets = std::stoll(sum.substr(at + 10));
@@ -82,24 +85,23 @@ TEST(NetflowKafka, KafkaToKafkaOutputEqualsFileMode) {
     EXPECT_EQ(m.partition, kt::java_partition(*m.key, 4)) << *m.key;
   }
 
-  ASSERT_EQ(sh(nf + " --brokers " + kt::brokers() + " --from " + packets + " --to " + flows + " --group " + group +
-               " --window 10ms --max-delay 5ms --idle-exit 3s -w 2 2>>" + log),
-            0) << "analysis failed, see " << log;
+  const std::string analysis = nf + " --brokers " + kt::brokers() + " --from " + packets + " --to " + flows +
+                               " --group " + group + " --window 10ms --max-delay 5ms --idle-exit 3s -w 2 2>>" + log;
+  int rc = sh(analysis);
+  if (rc != 0 && slurp(log).find("final offset commit not confirmed") != std::string::npos) {
+    // The run said its final commit failed (a loaded broker without a group coordinator
+    // for the whole drain_timeout): at-least-once, so do what its user does and run it
+    // again; it reads from the committed offsets and commits at its end.
+    std::cerr << "the analysis reported its final commit failed; running it again\n";
+    rc = sh(analysis);
+  }
+  ASSERT_EQ(rc, 0) << "analysis failed, see " << log;
   expect_same_rows(flows, expect);
-  // the analysis committed every packet it read (at-least-once, after the flows' delivery)
-  auto c = kt::committed(group, packets, 4);
+  // a run that exits 0 committed every packet it read (at-least-once, after the flows'
+  // delivery): a short final commit is never silent
+  const auto c = kt::committed(group, packets, 4);
   std::vector<long long> per(4, 0);
   for (const auto& m : in) ++per[m.partition];
-  if (c != per) {
-    // A final commit that found no group coordinator within its retries (seen on a loaded
-    // CI machine) leaves offsets short, and the run does not report it yet. At-least-once
-    // still holds: a restart reads from the committed offsets and commits at its end.
-    std::cerr << "committed offsets short after the first run; restarting the analysis\n";
-    ASSERT_EQ(sh(nf + " --brokers " + kt::brokers() + " --from " + packets + " --to " + flows + " --group " + group +
-                 " --window 10ms --max-delay 5ms --idle-exit 3s -w 2 2>>" + log),
-              0) << "analysis restart failed, see " << log;
-    c = kt::committed(group, packets, 4);
-  }
   EXPECT_EQ(c, per);
 }
 

@@ -40,7 +40,8 @@
 //       After end of input: once the chain accepted the end, wait until settled() (every
 //       emitted record acknowledged downstream) or drain_timeout passed, then close()
 //       (e.g. Kafka's final synchronous offset commit). The run ends after every such
-//       close; the wait for settled() also ends when every sink has ended.
+//       close; the wait for settled() also ends when every sink has ended. A non-empty
+//       error() after close() (a final commit not confirmed) goes into the run's errors.
 //
 // Example (compiled by tests/banner_examples.py):
 //   #include <rill/operators/stream.hpp>
@@ -203,6 +204,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
       case poll_status::error:
         counters_.add(counters_.errors);
         rt_.report_error(reader_.error());
+        reported_ = true;
         return finish();
       case poll_status::end:
         return finish();
@@ -249,6 +251,13 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
       if (!reader_.settled() && patient) return later(std::chrono::milliseconds{1});
       reader_.close();
       closed_ = true;
+      // A close that failed (a final offset commit not confirmed) is the run's error too.
+      if (!reported_) {
+        if (auto e = reader_.error(); !e.empty()) {
+          counters_.add(counters_.errors);
+          rt_.report_error(std::move(e));
+        }
+      }
       if (on_closed_) on_closed_();
     } else {
       if (!head_->on_flush()) return later(std::chrono::microseconds{200});
@@ -278,6 +287,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   std::uint64_t version_ = ~std::uint64_t{0};
   clock::time_point blocked_since_{}, drain_until_{};
   bool blocked_ = false, ended_ = false, closed_ = false;
+  bool reported_ = false;  ///< a poll error was reported (a close error is not reported twice)
 };
 
 /// In-memory source: `splits` vectors of records, each a split (an input). The records
