@@ -258,19 +258,22 @@ struct kafka_source_stats {
 };
 
 /// An activity counter for run_options::activity (core/run_control.hpp): the source's
-/// consumed and bad messages, plus one more at every sample while some assigned partition
-/// is behind (kafka_source_stats::partitions_behind). With it, stop_when_idle = D stops
-/// once every assigned partition was read to its end and D passed without a new message:
-/// a split whose first fetch comes seconds after the other split read all of its
-/// partitions (a loaded broker) is input still to come, not idleness. Before the first
-/// assignment the counter stays 0, so first_record_grace applies.
+/// consumed and bad messages, plus, once the first of them came, one more at every
+/// sample while some assigned partition is behind (kafka_source_stats::partitions_behind).
+/// With it, stop_when_idle = D stops once every assigned partition was read to its end
+/// and D passed without a new message: a split whose first fetch comes seconds after the
+/// other split read all of its partitions (a loaded broker) is input still to come, not
+/// idleness. Until the first message the counter stays 0, so first_record_grace applies
+/// (a rebalance between the first assignment and the first fetch leaves nothing
+/// assigned, and so nothing behind, for a while).
 ///   rt.run(job, {.stop_when_idle = 3s, .activity = rill::kafka_input_activity(src.stats())});
 /// Called on the runtime's control thread only (the counter of "behind" samples is not
 /// shared); reads relaxed atomics, never blocks.
 inline std::function<std::uint64_t()> kafka_input_activity(std::shared_ptr<kafka_source_stats> st) {
   return [st = std::move(st), behind_samples = std::uint64_t{0}]() mutable {
-    if (st->partitions_behind.load(std::memory_order_relaxed) > 0) ++behind_samples;
-    return st->consumed.load(std::memory_order_relaxed) + st->bad.load(std::memory_order_relaxed) + behind_samples;
+    const auto read = st->consumed.load(std::memory_order_relaxed) + st->bad.load(std::memory_order_relaxed);
+    if (read > 0 && st->partitions_behind.load(std::memory_order_relaxed) > 0) ++behind_samples;
+    return read + behind_samples;
   };
 }
 
