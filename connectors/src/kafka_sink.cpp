@@ -79,6 +79,9 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   };
   std::mutex held_mu;            ///< held: appended by writing workers, cut by the txn thread
   std::deque<held_item> held;
+  /// Held outputs the last cut kept (an input not yet covered: a window still to fire);
+  /// written under held_mu, read by flush() (kafka_sink::flush, eos_backlog()).
+  std::atomic<std::uint64_t> held_kept{0};
   // The transaction thread's own state.
   bool txn_open = false;
   /// Per source partition, the offset the open transaction must commit: the cut under
@@ -211,6 +214,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
         else out.push_back(std::move(held[i]));
       }
       held.swap(rest);
+      held_kept.store(held.size(), std::memory_order_relaxed);
     }
     if (!out.empty()) {
       if (!begin()) return;
@@ -321,6 +325,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
         std::lock_guard<std::mutex> g(held_mu);
         stats.completed.fetch_add(held.size(), std::memory_order_release);
         held.clear();
+        held_kept.store(0, std::memory_order_relaxed);
         continue;
       }
       txn_step();
@@ -585,6 +590,7 @@ producer_core::~producer_core() {
       std::lock_guard<std::mutex> g(s.held_mu);
       s.stats.completed.fetch_add(s.held.size(), std::memory_order_release);
       s.held.clear();
+      s.held_kept.store(0, std::memory_order_relaxed);
     }
     {
       std::lock_guard<std::mutex> g(s.link->mu);
@@ -667,6 +673,14 @@ void producer_core::hold(kafka_message_out&& m, std::int64_t ts_ms, std::shared_
     s.held.push_back(std::move(it));
   }
   ack.reset();  // after the push: the inputs count as handed only once the output is held
+}
+
+std::uint64_t producer_core::eos_backlog() const noexcept {
+  // The kept outputs are held, and held outputs are pending (accepted, not completed);
+  // the two relaxed reads may straddle a cut, hence the saturation.
+  const auto kept = p_->held_kept.load(std::memory_order_relaxed);
+  const auto pending = p_->stats.pending();
+  return pending > kept ? pending - kept : 0;
 }
 
 bool producer_core::failed() const noexcept { return p_->link && p_->link->failed.load(std::memory_order_acquire); }

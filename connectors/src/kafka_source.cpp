@@ -855,6 +855,9 @@ void split_core::keepalive() {
   auto& p = *p_;
   if (p.closed) return;
   p.drain_acks();
+  // Exactly-once: the handed frontier moves while the split waits, so the sink's cuts
+  // release (and its backpressure count drops) without more input.
+  if (p.link && !p.fatal && !p.link->failed.load(std::memory_order_acquire)) p.publish_handed();
   if (auto m = p.consume_one()) p.stash.push_back(std::move(m));
 }
 

@@ -27,7 +27,14 @@
 //      the partition of Kafka's default partitioner (murmur2 of its key); an existing
 //      topic with another partition count is refused; a stream that does not start at a
 //      Kafka source (at-least-once only)
-//  13. partitions_behind counts assigned partitions until their split took the partition
+//  13. exactly-once backpressure: while the broker stalls each transaction's commit, the
+//      sink's held and undelivered outputs stay near max_pending; every input reaches a
+//      read_committed reader once
+//  14. exactly-once backpressure never waits for a window: with max_pending 1 and every
+//      window's result interleaving with the next one's offsets (all held until the end),
+//      the input still flows and every result reaches the reader once
+//  15. a final offset commit the coordinator never confirms is the run's error
+//  16. partitions_behind counts assigned partitions until their split took the partition
 //      EOF; stop_when_idle on rill::kafka_input_activity waits for partitions whose
 //      fetches are slow, where a plain consumed counter stops before they are read
 #include <gtest/gtest.h>
@@ -35,6 +42,7 @@
 #include <librdkafka/rdkafka_mock.h>
 #include <librdkafka/rdkafkacpp.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <atomic>
@@ -1192,4 +1200,168 @@ TEST(KafkaMockSlowBroker, IdleStopWaitsForPartitionsWhoseFetchesAreSlow) {
   for (auto* tp : tps) EXPECT_EQ(tp->offset(), 50) << "partition " << tp->partition();
   RdKafka::TopicPartition::destroy(tps);
   k->close();
+}
+
+// Exactly-once backpressure (docs/design.md "Exactly-once", Backpressure). Graph:
+// kafka_source(in, 1 partition, 20,000 records, exactly-once) -> map -> kafka_sink(out,
+// transactional, max_pending 500), on one worker (the sink is asked before each source
+// slice of 256). The mock broker answers each of the first 4 EndTxn requests (the
+// transaction commits) after 2 s: the transaction thread waits in commit_transaction
+// while the map goes on writing. A thread samples undelivered() (held + produced, not yet
+// delivered) every millisecond. Expected: it never passes max_pending + 2 slices (the
+// slice that found room and one more the check races with); without the bound the
+// source reads on and the held outputs grow with the input (RILL_TEST_EOS_NO_BOUND=1 sets
+// max_pending 0: the test then fails with some thousands). Every value reaches a
+// read_committed reader once.
+TEST_F(KafkaMock, ExactlyOnceBackpressureBoundsHeldOutputsWhileCommitsStall) {
+  topic("in", 1);
+  topic("out", 1);
+  constexpr int n = 20000;
+  produce("in", numbers(n), [](std::size_t) { return 0; });
+  auto o = src("gbp");
+  o.splits = 1;
+  o.instance_id = "bp";
+  o.guarantee = rill::processing_guarantee::exactly_once;
+  rill::kafka_source<> s{o};
+  auto so = out();
+  so.guarantee = rill::processing_guarantee::exactly_once;
+  so.max_pending = std::getenv("RILL_TEST_EOS_NO_BOUND") ? 0 : 500;
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(so, s);
+  // EndTxn (Kafka protocol ApiKey 26): each of the first 4 answered after 2 s.
+  ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(mc_, 1, 26, 4, RD_KAFKA_RESP_ERR_NO_ERROR, 2000,
+                                                         RD_KAFKA_RESP_ERR_NO_ERROR, 2000, RD_KAFKA_RESP_ERR_NO_ERROR,
+                                                         2000, RD_KAFKA_RESP_ERR_NO_ERROR, 2000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  std::atomic<bool> sampling{true};
+  std::atomic<std::uint64_t> most{0};
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      const auto u = sink->undelivered();
+      if (u > most.load()) most.store(u);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  auto j = rill::from(std::move(s)).map([](rec&& r) { return std::move(r); }).sink(sink);
+  rill::runtime rt{{.workers = 1, .pin = false}};
+  std::thread stopper([&] {
+    const auto end = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < end && sink->stats().delivered.load() < std::uint64_t(n))
+      std::this_thread::sleep_for(5ms);
+    rt.request_stop();
+  });
+  const auto rep = rt.run(j);
+  stopper.join();
+  sampling = false;
+  sampler.join();
+  EXPECT_TRUE(rep.errors.empty()) << rep.errors.front();
+  EXPECT_FALSE(sink->failed());
+  EXPECT_EQ(sink->stats().delivered.load(), std::uint64_t(n));
+  std::cerr << "most undelivered while commits stalled: " << most.load() << "\n";
+  EXPECT_LE(most.load(), 500u + 2 * 256u);
+  // read_committed reader of out: every value once
+  std::string e;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers_, e);
+  c->set("group.id", "reader-bp", e);
+  c->set("isolation.level", "read_committed", e);
+  c->set("auto.offset.reset", "earliest", e);
+  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+  k->subscribe({"out"});
+  std::vector<int> seen(n, 0);
+  int total = 0;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (total < n && std::chrono::steady_clock::now() < until) {
+    std::unique_ptr<RdKafka::Message> m(k->consume(100));
+    if (!m || m->err()) continue;
+    const int v = std::stoi(std::string(static_cast<const char*>(m->payload()), m->len()));
+    ASSERT_GE(v, 0);
+    ASSERT_LT(v, n);
+    ++seen[std::size_t(v)];
+    ++total;
+  }
+  k->close();
+  EXPECT_EQ(total, n);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), n);
+}
+
+// Exactly-once backpressure must not wait for a window (docs/design.md "Exactly-once",
+// Backpressure). Graph: kafka_source(in, 1 partition, exactly-once) -> key_by(one key)
+// -> tumbling 100 ms count (max delay 5 ms) -> kafka_sink(transactional, max_pending 1),
+// on one worker. Record i has event time i ms, except that at each window end the two
+// records i = 100k - 1 and 100k swap times: every window's result reads an offset of the
+// next window, so the cut keeps every result until the input ends (the "end" record at
+// 1 h). Counting those held results towards max_pending would stop the input after the
+// first one and no later window could fire (a flush() on pending() alone ends the run at
+// the stopper's 30 s with no result delivered). Expected: the 10 windows' counts (a
+// brute-force count of the times), each once at a read_committed reader.
+TEST_F(KafkaMock, ExactlyOnceBackpressureNeverWaitsForAWindow) {
+  topic("in", 1);
+  topic("out", 1);
+  constexpr int n = 1000;
+  std::vector<long long> t(n);
+  for (int i = 0; i < n; ++i) t[std::size_t(i)] = i;
+  for (int i = 99; i + 1 < n; i += 100) std::swap(t[std::size_t(i)], t[std::size_t(i) + 1]);
+  std::map<long long, long long> want;  // window start ms -> count
+  for (auto x : t) ++want[x / 100 * 100];
+  std::vector<std::string> vals;
+  for (auto x : t) vals.push_back(std::to_string(x));
+  vals.push_back("end");
+  produce("in", vals, [](std::size_t) { return 0; });
+  auto o = src("gbw");
+  o.splits = 1;
+  o.instance_id = "bw";
+  o.guarantee = rill::processing_guarantee::exactly_once;
+  rill::kafka_source<> s{o};
+  s.event_time_from([](const rec& r) {
+    return rill::event_time{std::chrono::milliseconds{r.value == "end" ? 3600000 : std::stoll(r.value)}};
+  });
+  auto so = out();
+  so.guarantee = rill::processing_guarantee::exactly_once;
+  so.max_pending = 1;
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(so, s);
+  auto j = rill::from(std::move(s))
+               .key_by([](const rec&) { return 0; })
+               .window(rill::tumbling{100ms}, {.max_delay = 5ms})
+               .count()
+               .map([](rill::keyed_window_result<int, std::uint64_t>&& r) {
+                 rec m;
+                 m.key = "k";
+                 m.value = std::to_string(r.start.time_since_epoch().count() / 1000000) + " " + std::to_string(r.value);
+                 return m;
+               })
+               .sink(sink);
+  rill::runtime rt{{.workers = 1, .pin = false}};
+  std::thread stopper([&] {
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < end && sink->stats().delivered.load() < want.size())
+      std::this_thread::sleep_for(5ms);
+    rt.request_stop();
+  });
+  const auto rep = rt.run(j);
+  stopper.join();
+  EXPECT_TRUE(rep.errors.empty()) << rep.errors.front();
+  EXPECT_EQ(sink->stats().delivered.load(), want.size());
+  std::string e;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers_, e);
+  c->set("group.id", "reader-bw", e);
+  c->set("isolation.level", "read_committed", e);
+  c->set("auto.offset.reset", "earliest", e);
+  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+  k->subscribe({"out"});
+  std::map<long long, long long> got;
+  int results = 0;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (results < int(want.size()) && std::chrono::steady_clock::now() < until) {
+    std::unique_ptr<RdKafka::Message> m(k->consume(100));
+    if (!m || m->err()) continue;
+    const std::string v(static_cast<const char*>(m->payload()), m->len());
+    const auto sp = v.find(' ');
+    const long long start = std::stoll(v.substr(0, sp));
+    EXPECT_EQ(got.count(start), 0u) << "window " << start << " twice";
+    got[start] = std::stoll(v.substr(sp + 1));
+    ++results;
+  }
+  k->close();
+  EXPECT_EQ(got, want);
 }

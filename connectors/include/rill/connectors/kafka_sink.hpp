@@ -78,7 +78,12 @@
 //     a partition leaving the process while the open transaction reads it, is recorded
 //     in errors() and failed() and ends the source's splits with the error; retriable
 //     errors are retried for max(delivery_timeout, 60 s). end() does not flush: the
-//     source's close asks for the final commit. flush(worker) never reports full.
+//     source's close asks for the final commit. Backpressure: flush(worker) reports full
+//     while the outputs held or produced and not yet delivered, less those the last cut
+//     kept because an input of theirs is not covered yet (a window still to fire), reach
+//     max_pending: a commit the broker stalls stops the input instead of growing the
+//     held outputs, and a result waiting for a window never stops it (docs/design.md
+//     "Exactly-once", Backpressure; the same exchange caveat as above applies).
 //   - A delivery that fails for good (message.timeout.ms, non-retriable broker error)
 //     goes to on_error, counts in stats().failed, and is in errors(): never silent.
 //   - Records that carry a source position but no ack token count in stats().untracked
@@ -137,7 +142,8 @@ struct kafka_sink_options {
   /// Backpressure: while more records than this were accepted and not yet confirmed
   /// (pending(): our hand-off buffer + librdkafka's queue + in flight), the sink tells the
   /// pipeline it is full and the sources wait (a kafka_source pauses its partitions when
-  /// that lasts). 0 = no limit (then only librdkafka's queue.buffering.max.messages
+  /// that lasts). Exactly-once: held outputs count too, except those the last cut kept
+  /// waiting for a window (see the file banner). 0 = no limit (then only librdkafka's queue.buffering.max.messages
   /// bounds librdkafka's queue and our hand-off buffer grows). The default is not
   /// larger because a deeper producer queue makes the same job slower (bench/RESULTS.md
   /// "kafka").
@@ -224,6 +230,10 @@ class producer_core {
   void produce(kafka_message_out&& m, std::int64_t ts_ms, std::shared_ptr<ack_token>&& ack);
   /// Serves the delivery reports that are ready, on the calling thread (never blocks).
   void serve_reports();
+  /// Exactly-once backpressure count: pending() (held + produced, not yet delivered)
+  /// minus the held outputs the last cut kept because an input of theirs is not yet
+  /// covered (a window still to fire). Any thread; relaxed reads, never blocks.
+  std::uint64_t eos_backlog() const noexcept;
   /// Waits until pending() == 0 or the timeout; returns pending() then. Blocks.
   std::uint64_t flush(std::chrono::milliseconds timeout);
   std::uint64_t pending() const noexcept;
@@ -304,8 +314,12 @@ class kafka_sink {
   /// The pipeline's backpressure check, before each source slice (any worker): false
   /// while pending() >= options.max_pending. The asking worker first serves the
   /// delivery reports that are ready, so a waiting pipeline keeps draining.
+  /// Exactly-once: false while the outputs held or produced and not yet delivered, less
+  /// those the last cut kept waiting for a window, reach max_pending.
   bool flush(std::size_t) {
-    if (link_) return true;  // exactly-once: held outputs wait for a cut, not for room
+    // Exactly-once: held outputs a cut kept for a window do not count (docs/design.md
+    // "Exactly-once", Backpressure).
+    if (link_) return o_.max_pending == 0 || core_->eos_backlog() < o_.max_pending;
     if (o_.max_pending == 0 || core_->pending() < o_.max_pending) return true;
     core_->serve_reports();
     return core_->pending() < o_.max_pending;
