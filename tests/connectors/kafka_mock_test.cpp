@@ -138,6 +138,32 @@ class KafkaMock : public ::testing::Test {
     return {.brokers = brokers_, .group = group, .topics = {"in"}, .config = {{"session.timeout.ms", "6000"}}};
   }
   rill::kafka_sink_options out() { return {.brokers = brokers_, .topic = "out"}; }
+  /// Exactly-once: src(group) with one split (one member: the mock's SyncGroup quirk, see
+  /// src(), revokes a follower mid-run) and a static instance id.
+  rill::kafka_source_options eos_src(const std::string& group, const std::string& instance) {
+    auto o = src(group);
+    o.splits = 1;
+    o.instance_id = instance;
+    o.guarantee = rill::processing_guarantee::exactly_once;
+    return o;
+  }
+  rill::kafka_sink_options eos_out() {
+    auto o = out();
+    o.guarantee = rill::processing_guarantee::exactly_once;
+    return o;
+  }
+  /// A read_committed consumer of "out" in `group`, from the earliest offset.
+  std::unique_ptr<RdKafka::KafkaConsumer> committed_reader(const std::string& group) {
+    std::string e;
+    std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    c->set("bootstrap.servers", brokers_, e);
+    c->set("group.id", group, e);
+    c->set("isolation.level", "read_committed", e);
+    c->set("auto.offset.reset", "earliest", e);
+    std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+    k->subscribe({"out"});
+    return k;
+  }
 
   rd_kafka_t* holder_ = nullptr;
   rd_kafka_mock_cluster_t* mc_ = nullptr;
@@ -886,17 +912,11 @@ TEST_F(KafkaMock, ExactlyOnceKeyedCountReachesAReadCommittedReaderOnce) {
   auto vals = numbers(1000);
   produce("in", vals, [](std::size_t i) { return int(i % 2); });
   produce("in", {"end", "end"}, [](std::size_t i) { return int(i); });
-  auto o = src("gx");
-  o.splits = 1;  // one member: the mock's SyncGroup quirk (src()) revokes a follower mid-run
-  o.instance_id = "x";
-  o.guarantee = rill::processing_guarantee::exactly_once;
-  rill::kafka_source<> s{o};
+  rill::kafka_source<> s{eos_src("gx", "x")};
   s.event_time_from([](const rec& r) {
     return rill::event_time{std::chrono::milliseconds{r.value == "end" ? 3600000 : std::stoll(r.value)}};
   });
-  auto so = out();
-  so.guarantee = rill::processing_guarantee::exactly_once;
-  auto sink = std::make_shared<rill::kafka_sink<rec>>(so, s);  // transactional.id "gx-x"
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(eos_out(), s);  // transactional.id "gx-x"
   auto j = rill::from(std::move(s))
                .key_by([](const rec& r) { return r.value == "end" ? -1 : std::stoi(r.value) % 4; })
                .window(rill::tumbling{100ms}, {.max_delay = 0ms})
@@ -913,15 +933,7 @@ TEST_F(KafkaMock, ExactlyOnceKeyedCountReachesAReadCommittedReaderOnce) {
   EXPECT_FALSE(sink->failed());
   // No committed offsets to compare: librdkafka 2.0.2's mock answers TxnOffsetCommit
   // without storing the offsets (tests/kafka/kafka_eos_test.cpp checks them on a broker).
-  // read_committed reader of out
-  std::string e;
-  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  c->set("bootstrap.servers", brokers_, e);
-  c->set("group.id", "reader", e);
-  c->set("isolation.level", "read_committed", e);
-  c->set("auto.offset.reset", "earliest", e);
-  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
-  k->subscribe({"out"});
+  const auto k = committed_reader("reader");
   std::map<std::pair<std::string, std::string>, int> seen;  // (key, window start) -> results
   long long total = 0;
   const auto until = std::chrono::steady_clock::now() + 10s;
@@ -1218,13 +1230,8 @@ TEST_F(KafkaMock, ExactlyOnceBackpressureBoundsHeldOutputsWhileCommitsStall) {
   topic("out", 1);
   constexpr int n = 20000;
   produce("in", numbers(n), [](std::size_t) { return 0; });
-  auto o = src("gbp");
-  o.splits = 1;
-  o.instance_id = "bp";
-  o.guarantee = rill::processing_guarantee::exactly_once;
-  rill::kafka_source<> s{o};
-  auto so = out();
-  so.guarantee = rill::processing_guarantee::exactly_once;
+  rill::kafka_source<> s{eos_src("gbp", "bp")};
+  auto so = eos_out();
   so.max_pending = std::getenv("RILL_TEST_EOS_NO_BOUND") ? 0 : 500;
   auto sink = std::make_shared<rill::kafka_sink<rec>>(so, s);
   // EndTxn (Kafka protocol ApiKey 26): each of the first 4 answered after 2 s.
@@ -1259,14 +1266,7 @@ TEST_F(KafkaMock, ExactlyOnceBackpressureBoundsHeldOutputsWhileCommitsStall) {
   std::cerr << "most undelivered while commits stalled: " << most.load() << "\n";
   EXPECT_LE(most.load(), 500u + 2 * 256u);
   // read_committed reader of out: every value once
-  std::string e;
-  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  c->set("bootstrap.servers", brokers_, e);
-  c->set("group.id", "reader-bp", e);
-  c->set("isolation.level", "read_committed", e);
-  c->set("auto.offset.reset", "earliest", e);
-  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
-  k->subscribe({"out"});
+  const auto k = committed_reader("reader-bp");
   std::vector<int> seen(n, 0);
   int total = 0;
   const auto until = std::chrono::steady_clock::now() + 20s;
@@ -1307,16 +1307,11 @@ TEST_F(KafkaMock, ExactlyOnceBackpressureNeverWaitsForAWindow) {
   for (auto x : t) vals.push_back(std::to_string(x));
   vals.push_back("end");
   produce("in", vals, [](std::size_t) { return 0; });
-  auto o = src("gbw");
-  o.splits = 1;
-  o.instance_id = "bw";
-  o.guarantee = rill::processing_guarantee::exactly_once;
-  rill::kafka_source<> s{o};
+  rill::kafka_source<> s{eos_src("gbw", "bw")};
   s.event_time_from([](const rec& r) {
     return rill::event_time{std::chrono::milliseconds{r.value == "end" ? 3600000 : std::stoll(r.value)}};
   });
-  auto so = out();
-  so.guarantee = rill::processing_guarantee::exactly_once;
+  auto so = eos_out();
   so.max_pending = 1;
   auto sink = std::make_shared<rill::kafka_sink<rec>>(so, s);
   auto j = rill::from(std::move(s))
@@ -1341,14 +1336,7 @@ TEST_F(KafkaMock, ExactlyOnceBackpressureNeverWaitsForAWindow) {
   stopper.join();
   EXPECT_TRUE(rep.errors.empty()) << rep.errors.front();
   EXPECT_EQ(sink->stats().delivered.load(), want.size());
-  std::string e;
-  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  c->set("bootstrap.servers", brokers_, e);
-  c->set("group.id", "reader-bw", e);
-  c->set("isolation.level", "read_committed", e);
-  c->set("auto.offset.reset", "earliest", e);
-  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
-  k->subscribe({"out"});
+  const auto k = committed_reader("reader-bw");
   std::map<long long, long long> got;
   int results = 0;
   const auto until = std::chrono::steady_clock::now() + 10s;
