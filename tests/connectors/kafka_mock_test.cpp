@@ -811,10 +811,26 @@ TEST_F(KafkaMock, FinalCommitNotConfirmedIsARunError) {
 TEST_F(KafkaMock, StopNeverHangsAndLeavesNoLibrdkafkaObjects) {
   constexpr int lanes = 10, cycles = 10;
   for (int L = 0; L < lanes; ++L) topic(("c30-" + std::to_string(L)).c_str(), 1);
-  // The baseline before any client of the test exists: a producer starts a thread per
-  // broker once its first metadata reply names them, at a time no test can wait for.
-  const std::size_t threads0 = process_threads();
-  const int rdk_threads0 = rd_kafka_thread_cnt();
+  // The baseline before any client of the test exists. The mock's holder (a producer)
+  // starts a thread per broker when a metadata reply first names it, and a librdkafka
+  // thread counts itself in rd_kafka_thread_cnt() only once it runs: on a loaded machine
+  // the count read straight after SetUp was 3 of the holder's 5 threads (CI). So: one
+  // metadata round trip (every thread the holder will have is then created), then wait
+  // until both counts held still for 500 ms.
+  const rd_kafka_metadata_t* md = nullptr;
+  ASSERT_EQ(rd_kafka_metadata(holder_, 1, nullptr, &md, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_metadata_destroy(md);
+  std::size_t threads0 = process_threads();
+  int rdk_threads0 = rd_kafka_thread_cnt();
+  for (auto still = std::chrono::steady_clock::now(), end = still + 10s;
+       std::chrono::steady_clock::now() - still < 500ms && std::chrono::steady_clock::now() < end;) {
+    std::this_thread::sleep_for(10ms);
+    if (process_threads() != threads0 || rd_kafka_thread_cnt() != rdk_threads0) {
+      threads0 = process_threads();
+      rdk_threads0 = rd_kafka_thread_cnt();
+      still = std::chrono::steady_clock::now();
+    }
+  }
   std::vector<std::unique_ptr<RdKafka::Producer>> producers;
   for (int L = 0; L < lanes; ++L) {
     std::string e;
