@@ -31,14 +31,15 @@ std::vector<kt::msg> kill_restart_drain(const std::vector<std::string>& cmd, con
                                         const std::string& out, const std::string& group, int n,
                                         long long kill_at, const std::vector<long long>& per,
                                         const std::vector<long long>& per_final) {
+  const auto watch = kt::offsets_client();  // made before the spawn: the poll is round trips only
   pid_t a = spawn(cmd);
   EXPECT_GT(a, 0);
-  EXPECT_TRUE(kt::wait_for([&] { return kt::end_offsets(out, 4) >= kill_at; }, 60s));
+  EXPECT_TRUE(kt::wait_for([&] { return kt::end_offsets(*watch, out, 4) >= kill_at; }, 60s));
   EXPECT_EQ(::kill(a, SIGKILL), 0);
   int st = 0;
   ::waitpid(a, &st, 0);
   EXPECT_TRUE(WIFSIGNALED(st));
-  const auto at_kill = kt::end_offsets(out, 4);
+  const auto at_kill = kt::end_offsets(*watch, out, 4);
   EXPECT_LT(at_kill, n) << "killed too late to be mid-run";
 
   pid_t b = spawn(cmd);
@@ -161,15 +162,16 @@ TEST(KafkaCrash, ScaleOutKillOneOfTwoProcessesLosesNothing) {
   // 10 s, so the kill at 4,000 outputs lands mid-run even on a loaded machine (with 1 ms
   // a CI run saw every output written before the kill).
   const std::vector<std::string> cmd{RILL_KAFKA_PIPE, kt::brokers(), in, out, group, "2000"};
+  const auto watch = kt::offsets_client();
   pid_t a = spawn(cmd), b = spawn(cmd);
   const reap_children reaper{{a, b}};
   ASSERT_GT(a, 0);
   ASSERT_GT(b, 0);
-  ASSERT_TRUE(kt::wait_for([&] { return kt::end_offsets(out, 4) >= 4000; }, 60s));
+  ASSERT_TRUE(kt::wait_for([&] { return kt::end_offsets(*watch, out, 4) >= 4000; }, 60s));
   ASSERT_EQ(::kill(a, SIGKILL), 0);
   int st = 0;
   ::waitpid(a, &st, 0);
-  const auto at_kill = kt::end_offsets(out, 4);
+  const auto at_kill = kt::end_offsets(*watch, out, 4);
   EXPECT_LT(at_kill, n) << "killed too late to be mid-run";
   EXPECT_TRUE(kt::wait_for([&] { return kt::committed(group, in, 4) == per; }, 120s))
       << "committed " << ::testing::PrintToString(kt::committed(group, in, 4));

@@ -263,23 +263,28 @@ inline int stable_members(const std::string& group) {
   return members;
 }
 
-/// Sum of the high watermarks (end offsets) of `topic`'s partitions 0..n-1; a partition
-/// the broker does not answer for within three attempts of 5 s counts 0.
-inline long long end_offsets(const std::string& topic, int n) {
-  std::string err;
-  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  c->set("bootstrap.servers", brokers(), err);
-  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(c.get(), err));
+/// Sum of the high watermarks (end offsets) of `topic`'s partitions 0..n-1, asked through
+/// `p`; a partition the broker does not answer for within three attempts of 5 s counts 0.
+inline long long end_offsets(RdKafka::Producer& p, const std::string& topic, int n) {
   long long sum = 0;
   for (int i = 0; i < n; ++i) {
     int64_t lo = 0, hi = 0;
     RdKafka::ErrorCode e = RdKafka::ERR__TIMED_OUT;
     for (int attempt = 0; attempt < 3 && e == RdKafka::ERR__TIMED_OUT; ++attempt)
-      e = p->query_watermark_offsets(topic, i, &lo, &hi, 5000);
+      e = p.query_watermark_offsets(topic, i, &lo, &hi, 5000);
     if (e == RdKafka::ERR_NO_ERROR) sum += hi;
   }
   return sum;
 }
+/// A client for repeated end_offsets() polls: a poll then costs the round trips only,
+/// not a client's set-up and teardown (seconds on a loaded machine).
+inline std::unique_ptr<RdKafka::Producer> offsets_client() {
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", brokers(), err);
+  return std::unique_ptr<RdKafka::Producer>(RdKafka::Producer::create(c.get(), err));
+}
+inline long long end_offsets(const std::string& topic, int n) { return end_offsets(*offsets_client(), topic, n); }
 
 /// Kafka's Java Utils.murmur2 (seed 0x9747b28c), and the default partitioner's choice
 /// toPositive(murmur2(key)) % partitions — written from the Java source, not librdkafka.

@@ -223,12 +223,14 @@ TEST(KafkaRepartition, ThreeProcessesCountLikeOneExactlyOnceAcrossSigkills) {
   if (!repartition_off()) {
     EXPECT_EQ(rill::kafka_detail::partition_count(kt::brokers(), r.topic, {}, 10s), partitions);
     EXPECT_EQ(misplaced(r.topic), 0);
-    // A kill landed inside an open transaction of a writer: its records are in the
-    // repartition topic, aborted, and the readers skipped them (read_committed).
+    // A kill inside an open transaction of a writer leaves its records in the repartition
+    // topic, aborted, and the readers skip them (read_committed). Three kills need not
+    // land inside one (CI: 7536 of 7536 committed once), so the count is reported, not
+    // asserted; kafka_eos_test's 20 kills assert aborted writes.
     const auto all = kt::consume_all(r.topic, partitions, std::size_t(-1), 1000).size();
     const auto committed = kt::consume_committed(r.topic, partitions).size();
     std::cerr << "repartition(eos): the topic holds " << all << " records, " << committed << " committed\n";
-    EXPECT_GT(all, committed);
+    EXPECT_GE(all, committed);
   }
 }
 
