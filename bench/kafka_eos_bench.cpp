@@ -5,7 +5,7 @@
 //   ks/eos     Kafka Streams 4.1.1, the same job with processing.guarantee=exactly_once_v2
 //              and its EOS commit interval, 100 ms (bench/kafka-streams Pipe, 2 stream
 //              threads, a JVM of its own started per run; --ks-cp CLASSPATH, skipped
-//              without it)
+//              without it; --ks-producer-config k=v,k=v adds producer properties)
 // Two measurements per peer and round, the peers' order alternating by round:
 //   throughput  N records (key "k<i>", 100-byte value, 4 partitions) produced before the
 //               clock; records/s from the first consumed record (Kafka Streams: its state
@@ -29,6 +29,7 @@
 //   build-release/bench/kafka_eos_bench --brokers 127.0.0.1:49092 --records 200000
 //       --rate 20000 --seconds 10 --rounds 3
 //       [--ks-cp 'bench/kafka-streams/target/rill-kafka-streams-bench.jar:bench/kafka-streams/target/lib/*']
+//       [--ks-producer-config k=v,k=v]
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <signal.h>
@@ -222,7 +223,7 @@ std::uint64_t want_sum_of(int n) {
 }
 
 /// The Kafka Streams peer: the same measurements around a Pipe process.
-job_result run_ks(const std::string& cp, int n, int rate) {
+job_result run_ks(const std::string& cp, const std::string& producer_config, int n, int rate) {
   const auto tag = std::to_string(::getpid()) + "-" + std::to_string(run_no++);
   const auto in = "eosb-in-" + tag, out = "eosb-out-" + tag;
   create_topic(in, 4);
@@ -237,6 +238,10 @@ job_result run_ks(const std::string& cp, int n, int rate) {
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   std::vector<std::string> args{"/usr/bin/java", "-cp", cp, "dev.rill.bench.Pipe", "--brokers", brokers, "--in", in,
                                 "--out", out, "--eos", "1", "--threads", "2", "--tag", tag};
+  if (!producer_config.empty()) {
+    args.push_back("--producer-config");
+    args.push_back(producer_config);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -281,7 +286,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int n = 200000, rate = 20000, seconds = 10, rounds = 3;
-  std::string ks_cp;
+  std::string ks_cp, ks_producer_config;
   if (const char* b = std::getenv("RILL_KAFKA_BROKERS")) brokers = b;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -291,9 +296,10 @@ int main(int argc, char** argv) {
     else if (a == "--seconds") seconds = std::atoi(argv[i + 1]);
     else if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
     else if (a == "--ks-cp") ks_cp = argv[i + 1];
+    else if (a == "--ks-producer-config") ks_producer_config = argv[i + 1];
     else {
       std::cerr << "usage: kafka_eos_bench [--brokers B] [--records N] [--rate R] [--seconds S] [--rounds K]"
-                   " [--ks-cp CLASSPATH]\n";
+                   " [--ks-cp CLASSPATH] [--ks-producer-config k=v,k=v]\n";
       return 2;
     }
   }
@@ -305,7 +311,7 @@ int main(int argc, char** argv) {
   std::vector<peer> peers{{"rill/alo", 0, {}, {}, {}}, {"rill/eos", 1, {}, {}, {}}};
   if (!ks_cp.empty()) peers.push_back({"ks/eos", 2, {}, {}, {}});
   auto go = [&](const peer& p, int records, int r_rate, int secs) {
-    return p.kind == 2 ? run_ks(ks_cp, records, r_rate) : run(p.kind == 1, records, r_rate, secs);
+    return p.kind == 2 ? run_ks(ks_cp, ks_producer_config, records, r_rate) : run(p.kind == 1, records, r_rate, secs);
   };
   int bad = 0;
   const std::size_t np = peers.size();

@@ -32,9 +32,21 @@
 # runs of a round must be equal. (netflow's kafka_sink is not primed: it pays librdkafka's
 # 1 s first-delivery delay, inside its numbers.)
 #
+# EOS=1: part 2 runs at-least-once against exactly-once instead, three peers:
+#   rill          netflow --from P --to F ... (at-least-once, as above)
+#   rill-eos      the same with --exactly-once --instance 1 (rows and input offsets commit in
+#                 Kafka transactions; netflow holds the rows until the input ends)
+#   kstreams-eos  FlowCount ... --eos 1 (exactly_once_v2, commit interval 100 ms), a cold JVM
+# their order rotating by round, timed and checked as above. Every output is read back with
+# isolation.level=read_committed (Tool flows always reads so: committed rows only). The
+# summary adds records/s ratios rill-eos / kstreams-eos and rill-eos / rill, and counts the
+# Kafka Streams producer's OUT_OF_ORDER_SEQUENCE_NUMBER warnings per run (oos=N).
+# KS_PRODUCER_CONFIG=k=v,k=v adds producer properties to every FlowCount run (--producer-config).
+#
 #   RILL_KAFKA_PORT=49092 scripts/kafka start
 #   bench/kafka_peers.sh   # env: BROKERS BUILD RECORDS ROUNDS PRIME CONSUMER_CONFIG PARTS PCAP WINDOW_MS DELAY_MS
-#                          #      KS_STORE WORK
+#                          #      KS_STORE WORK EOS KS_PRODUCER_CONFIG
+#   EOS=1 PARTS=flows bench/kafka_peers.sh   # netflow at-least-once vs exactly-once vs FlowCount exactly_once_v2
 #   RILL_KAFKA_PORT=49092 scripts/kafka stop
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +69,8 @@ window_ms=${WINDOW_MS:-1000}
 # either (tests/kafka NetflowKafka.RealCaptureDefaultDelayNothingLateAcrossPartitions).
 delay_ms=${DELAY_MS:-10000}
 ks_store=${KS_STORE:-rocksdb}  # FlowCount's window store: rocksdb (Kafka Streams' default) or memory
+eos=${EOS:-0}  # part 2: 1 = netflow at-least-once vs exactly-once vs FlowCount exactly_once_v2
+ks_producer_config=${KS_PRODUCER_CONFIG:-}
 ks=$root/bench/kafka-streams
 cp="$ks/target/rill-kafka-streams-bench.jar:$ks/target/lib/*"
 tag=$(date +%s)-$$
@@ -145,31 +159,46 @@ published=$(tool count --brokers "$brokers" --topic "$packets")
 echo "kafka_peers: probe: $(tail -1 "$work/probe.log"); topic $packets holds $published records"
 flows=$work/flows.results
 : >"$flows"
+# $2 = 1: --exactly-once (peer rill-eos; a group and so a transactional id of its own per run)
 run_rill_nf() {
-  local out=nf-flows-rill-$tag-$1
+  local peer=rill eos_args=(); [ "${2:-0}" = 1 ] && { peer=rill-eos; eos_args=(--exactly-once --instance 1); }
+  local out=nf-flows-$peer-$tag-$1
   tool create --brokers "$brokers" --topic "$out" --partitions 4 --config retention.ms=-1  # rows carry 2021 window times too
   /usr/bin/time -f "TIME %e %U %S" -o "$work/time.txt" "$nf" --brokers "$brokers" --from "$packets" --to "$out" \
-    --group "nf-$tag-$1" --window "${window_ms}ms" --max-delay "${delay_ms}ms" --idle-exit 3s -w 1 2>"$work/nf-$1.log" ||
-    { cat "$work/nf-$1.log"; echo "kafka_peers: netflow run $1 failed" >&2; }
-  tool flows --brokers "$brokers" --topic "$out" --mode sum --dump "$work/rill-$1.cells" >"$work/rill-$1.totals"
-  echo "rill $1 $(cat "$work/time.txt") $(cat "$work/rill-$1.totals") SUMMARY $(tail -1 "$work/nf-$1.log")" | tee -a "$flows"
+    --group "nf-$peer-$tag-$1" --window "${window_ms}ms" --max-delay "${delay_ms}ms" --idle-exit 3s -w 1 "${eos_args[@]}" \
+    2>"$work/nf-$peer-$1.log" || { cat "$work/nf-$peer-$1.log"; echo "kafka_peers: netflow run $1 ($peer) failed" >&2; }
+  tool flows --brokers "$brokers" --topic "$out" --mode sum --dump "$work/$peer-$1.cells" >"$work/$peer-$1.totals"
+  echo "$peer $1 $(cat "$work/time.txt") $(cat "$work/$peer-$1.totals") SUMMARY $(tail -1 "$work/nf-$peer-$1.log")" | tee -a "$flows"
 }
 # $2 = 0: a cold JVM (the whole process is timed); $2 = 1: FlowCount --warmup 1 first runs the
-# job once in the same JVM, and only its in-process numbers of the second run count
+# job once in the same JVM, and only its in-process numbers of the second run count.
+# $3 = 1: --eos 1 (peer kstreams-eos, a cold JVM)
 run_ks_nf() {
-  local peer=kstreams; [ "$2" = 1 ] && peer=kstreams-warm
+  local peer=kstreams; [ "$2" = 1 ] && peer=kstreams-warm; [ "${3:-0}" = 1 ] && peer=kstreams-eos
   local out=nf-flows-$peer-$tag-$1
   tool create --brokers "$brokers" --topic "$out" --partitions 4 --config retention.ms=-1  # rows carry 2021 window times too
   /usr/bin/time -f "TIME %e %U %S" -o "$work/time.txt" java -cp "$cp" dev.rill.bench.FlowCount --brokers "$brokers" \
     --in "$packets" --out "$out" --app-id "ks-flows-$peer-$tag-$1" --window-ms "$window_ms" --grace-ms "$delay_ms" \
-    --idle-exit-ms 3000 --threads 1 --store "$ks_store" --warmup "$2" >"$work/$peer-$1.log" 2>&1 ||
-    { cat "$work/$peer-$1.log"; echo "kafka_peers: FlowCount run $1 failed" >&2; }
+    --idle-exit-ms 3000 --threads 1 --store "$ks_store" --warmup "$2" --eos "${3:-0}" \
+    ${ks_producer_config:+--producer-config "$ks_producer_config"} >"$work/$peer-$1.log" 2>&1 ||
+    { cat "$work/$peer-$1.log"; echo "kafka_peers: FlowCount run $1 ($peer) failed" >&2; }
   tool flows --brokers "$brokers" --topic "$out" --mode latest --dump "$work/$peer-$1.cells" >"$work/$peer-$1.totals"
-  echo "$peer $1 $(cat "$work/time.txt") $(cat "$work/$peer-$1.totals") SUMMARY $(grep '^FLOWCOUNT' "$work/$peer-$1.log")" | tee -a "$flows"
+  local oos; oos=$(grep -c OUT_OF_ORDER_SEQUENCE_NUMBER "$work/$peer-$1.log" || true)
+  echo "$peer $1 $(cat "$work/time.txt") $(cat "$work/$peer-$1.totals") oos=$oos SUMMARY $(grep '^FLOWCOUNT' "$work/$peer-$1.log")" | tee -a "$flows"
+}
+nf_peers=(rill rill-eos kstreams-eos)
+run_nf_peer() {
+  case $2 in
+    rill) run_rill_nf "$1" 0 ;;
+    rill-eos) run_rill_nf "$1" 1 ;;
+    kstreams-eos) run_ks_nf "$1" 0 1 ;;
+  esac
 }
 for r in $(seq "$rounds"); do
   echo "kafka_peers: netflow round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  if [ $((r % 2)) -eq 1 ]; then run_rill_nf "$r"; run_ks_nf "$r" 0; run_ks_nf "$r" 1
+  if [ "$eos" = 1 ]; then  # the order rotates by round: each peer goes first once in 3 rounds
+    for i in 0 1 2; do run_nf_peer "$r" "${nf_peers[$(( (r - 1 + i) % 3 ))]}"; done
+  elif [ $((r % 2)) -eq 1 ]; then run_rill_nf "$r"; run_ks_nf "$r" 0; run_ks_nf "$r" 1
   else run_ks_nf "$r" 1; run_ks_nf "$r" 0; run_rill_nf "$r"; fi
 done
 python3 - "$flows" "$pcap.truth.json" "$work" "$published" <<'EOF' || status=1
@@ -202,12 +231,12 @@ for line in open(path):
           and all(tuple(conv.get(k, (0, 0))) == v for k, v in per_conv.items()))
     x = dict(peer=peer, r=r, wall=float(wall), cpu=float(user) + float(sys_), ok=ok, cells=c,
              out_rows=int(kv["rows"]), ncells=int(kv["cells"]), in_rate=None, in_cpu=None)
-    if peer == "rill":
+    if peer.startswith("rill"):
         m = re.search(r'"late":(\d+)', line); x["extra"] = f"late={m.group(1) if m else '?'}"
         x["ext_rate"], x["ext_cpu"] = n / max(x["wall"] - 3, 1e-3), x["cpu"] * 1e6 / n
     else:
         m = re.search(r"dropped=(\d+) seconds=([\d.]+) cpu=([\d.]+)", line)
-        x["extra"] = f"dropped={m.group(1)}"
+        x["extra"] = f"dropped={m.group(1)} oos={kv.get('oos', '?')}"
         x["in_rate"], x["in_cpu"] = n / float(m.group(2)), float(m.group(3)) * 1e6 / n
         # the warm peer's process ran the job twice: only its in-process numbers count
         x["ext_rate"], x["ext_cpu"] = (None, None) if peer == "kstreams-warm" else (n / max(x["wall"] - 3, 1e-3), x["cpu"] * 1e6 / n)
@@ -221,7 +250,7 @@ for x in rows:
     print(f"{x['peer']:<14} {x['r']:>5} {x['wall']:7.2f} {f(x['ext_rate'], ',.0f'):>8} {f(x['ext_cpu'], '.2f'):>8} | "
           f"{f(x['in_rate'], ',.0f'):>8} {f(x['in_cpu'], '.2f'):>8} | {x['out_rows']:5} {x['ncells']:5} {'ok' if x['ok'] else 'BAD':>5}  {x['extra']}")
 med = {}
-for p in ("rill", "kstreams", "kstreams-warm"):
+for p in ("rill", "rill-eos", "kstreams", "kstreams-warm", "kstreams-eos"):
     xs = [x for x in rows if x["peer"] == p]
     if not xs: continue
     md = lambda k: statistics.median(x[k] for x in xs) if xs[0][k] is not None else None
@@ -234,6 +263,13 @@ if "rill" in med and "kstreams" in med:
 if "rill" in med and "kstreams-warm" in med:
     print(f"rill (whole process) / kstreams-warm (in-process): records/s x{med['rill']['ext_rate'] / med['kstreams-warm']['in_rate']:.2f}, "
           f"CPU per record x{med['rill']['ext_cpu'] / med['kstreams-warm']['in_cpu']:.3f}")
+if "rill-eos" in med and "kstreams-eos" in med:
+    print(f"rill-eos / kstreams-eos (both whole process): records/s x{med['rill-eos']['ext_rate'] / med['kstreams-eos']['ext_rate']:.2f} (goal >= 2), "
+          f"CPU per record x{med['rill-eos']['ext_cpu'] / med['kstreams-eos']['ext_cpu']:.3f}; "
+          f"against kstreams-eos in-process: records/s x{med['rill-eos']['ext_rate'] / med['kstreams-eos']['in_rate']:.2f}")
+if "rill-eos" in med and "rill" in med:
+    print(f"rill-eos / rill (whole process): records/s x{med['rill-eos']['ext_rate'] / med['rill']['ext_rate']:.2f} (goal >= 0.8), "
+          f"CPU per record x{med['rill-eos']['ext_cpu'] / med['rill']['ext_cpu']:.3f}")
 for r in sorted({x["r"] for x in rows}):
     group = [x for x in rows if x["r"] == r]
     same = all(x["cells"] == group[0]["cells"] for x in group)

@@ -44,6 +44,16 @@ final class Common {
     return v;
   }
 
+  /**
+   * Adds "k=v,k=v" (a --producer-config argument; empty: nothing) to `p` as Kafka Streams
+   * producer properties (StreamsConfig.producerPrefix).
+   */
+  static void producerConfig(Properties p, String kvs) {
+    for (String kv : kvs.split(","))
+      if (!kv.isEmpty())
+        p.put(org.apache.kafka.streams.StreamsConfig.producerPrefix(kv.substring(0, kv.indexOf('='))), kv.substring(kv.indexOf('=') + 1));
+  }
+
   /** user + sys CPU time of this JVM (all threads: stream threads, clients, GC, JIT), ns. */
   static long cpuNanos() {
     return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
@@ -69,11 +79,18 @@ final class Common {
     Thread.sleep(1000); // leaders elected (setup only, not timed), as kafka_bench does
   }
 
-  /** Reads every record of every partition of `topic` from the beginning to the end offsets. */
+  /**
+   * Reads every record of every partition of `topic` from the beginning to the end offsets,
+   * as a read_committed consumer: a transactional writer's committed records only (its
+   * aborted records and commit markers take offsets but are not records), and everything of
+   * a non-transactional writer. Ends when every partition's position reached its end offset
+   * (for read_committed, the last stable offset: a transaction still open is not read).
+   */
   static long readAll(String brokers, String topic, BiConsumer<byte[], byte[]> fn) {
     Properties p = new Properties();
     p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
     p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
     p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     long n = 0;
@@ -83,13 +100,11 @@ final class Common {
       c.assign(tps);
       c.seekToBeginning(tps);
       Map<TopicPartition, Long> end = c.endOffsets(tps);
-      long want = 0;
-      for (TopicPartition tp : tps) want += end.get(tp) - c.beginningOffsets(List.of(tp)).get(tp);
       long idle = System.nanoTime();
-      while (n < want) {
+      while (!atEnd(c, tps, end)) {
         var recs = c.poll(Duration.ofMillis(200));
         if (recs.isEmpty() && System.nanoTime() - idle > 30_000_000_000L)
-          throw new IllegalStateException(topic + ": read " + n + " of " + want + " records, then nothing for 30 s");
+          throw new IllegalStateException(topic + ": read " + n + " records, then nothing for 30 s before the end offsets " + end);
         if (!recs.isEmpty()) idle = System.nanoTime();
         for (ConsumerRecord<byte[], byte[]> r : recs) {
           fn.accept(r.key(), r.value());
@@ -98,5 +113,11 @@ final class Common {
       }
     }
     return n;
+  }
+
+  static boolean atEnd(KafkaConsumer<byte[], byte[]> c, List<TopicPartition> tps, Map<TopicPartition, Long> end) {
+    for (TopicPartition tp : tps)
+      if (c.position(tp) < end.get(tp)) return false;
+    return true;
   }
 }

@@ -36,8 +36,13 @@ import org.apache.kafka.streams.state.WindowStore;
  * bytes per 5-tuple per tumbling event-time window (event time = the packet's capture time,
  * bytes 0-7 of the value), with the same window length and allowed lateness (grace =
  * netflow's --max-delay). Output: one JSON value per (window, 5-tuple) update, keyed by the
- * 5-tuple; the statestore cache (default 10 MB) and the 1 s commit interval coalesce
- * updates, so the last record per (window, 5-tuple) holds the count.
+ * 5-tuple; the statestore cache (default 10 MB) and the commit interval coalesce updates,
+ * so the last record per (window, 5-tuple) holds the count.
+ *
+ * <p>{@code --eos 0} (default): at-least-once, commit every 1 s (netflow's source commits
+ * every 1 s). {@code --eos 1}: processing.guarantee=exactly_once_v2 with Kafka Streams' EOS
+ * default commit interval, 100 ms (as Pipe; netflow's {@code --exactly-once}): the output
+ * is transactional, read it with isolation.level=read_committed.
  *
  * <p>Stops like {@code netflow --idle-exit}: once records were read and none came for
  * --idle-exit-ms, close() (flushes the caches, delivers, commits). Prints a summary line on
@@ -49,7 +54,8 @@ import org.apache.kafka.streams.state.WindowStore;
  * <pre>
  * java -cp 'target/rill-kafka-streams-bench.jar:target/lib/*' dev.rill.bench.FlowCount \
  *   --brokers B --in packets --out flows --window-ms 1000 --grace-ms 2000 [--threads 1]
- *   [--idle-exit-ms 3000] [--store rocksdb|memory] [--app-id ID]
+ *   [--idle-exit-ms 3000] [--store rocksdb|memory] [--app-id ID] [--eos 0|1] [--warmup 0]
+ *   [--producer-config k=v,k=v]
  * </pre>
  */
 public final class FlowCount {
@@ -94,7 +100,8 @@ public final class FlowCount {
 
   public static void main(String[] argv) throws Exception {
     var a = Common.args(argv, "FlowCount --brokers B --in TOPIC --out TOPIC --window-ms W --grace-ms G "
-        + "[--threads 1] [--idle-exit-ms 3000] [--store rocksdb|memory] [--app-id ID] [--warmup 0]");
+        + "[--threads 1] [--idle-exit-ms 3000] [--store rocksdb|memory] [--app-id ID] [--eos 0|1] [--warmup 0] "
+        + "[--producer-config k=v,k=v]");
     String brokers = Common.need(a, "brokers"), in = Common.need(a, "in"), out = Common.need(a, "out");
     long windowMs = Long.parseLong(Common.need(a, "window-ms")), graceMs = Long.parseLong(Common.need(a, "grace-ms"));
     long idleMs = Long.parseLong(a.getOrDefault("idle-exit-ms", "3000"));
@@ -117,12 +124,15 @@ public final class FlowCount {
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
     p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
     p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(a.getOrDefault("threads", "1")));
-    p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 1000); // netflow's source commits every 1 s
+    boolean eos = a.getOrDefault("eos", "0").equals("1");
+    p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, eos ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE);
+    p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, eos ? 100 : 1000);
     p.put(StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("ks-flowcount").toString());
     p.put(StreamsConfig.DEFAULT_TIMESTAMP_EXTRACTOR_CLASS_CONFIG, PacketTime.class.getName());
     p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5); // rill's kafka_sink
     p.put(StreamsConfig.mainConsumerPrefix("interceptor.classes"), Counter.class.getName());
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+    Common.producerConfig(p, a.getOrDefault("producer-config", ""));
 
     Duration window = Duration.ofMillis(windowMs), grace = Duration.ofMillis(graceMs);
     Materialized<Bytes, long[], WindowStore<Bytes, byte[]>> mat = store.equals("memory")
@@ -168,8 +178,9 @@ public final class FlowCount {
     boolean clean = ks.close(Duration.ofSeconds(60));
     long t1 = System.nanoTime(), cpu1 = Common.cpuNanos();
     double busy = (since - t0) / 1e9 + (t1 - closeStart) / 1e9;
-    System.out.printf("%s consumed=%d dropped=%.0f seconds=%.3f cpu=%.3f clean=%b store=%s%n", warm ? "warmup" : "FLOWCOUNT",
-        consumed.get(), dropped, busy, (cpu1 - cpu0) / 1e9, clean, store);
+    System.out.printf("%s consumed=%d dropped=%.0f seconds=%.3f cpu=%.3f clean=%b store=%s guarantee=%s%n",
+        warm ? "warmup" : "FLOWCOUNT", consumed.get(), dropped, busy, (cpu1 - cpu0) / 1e9, clean, store,
+        p.get(StreamsConfig.PROCESSING_GUARANTEE_CONFIG));
     System.out.flush();
     return clean;
   }

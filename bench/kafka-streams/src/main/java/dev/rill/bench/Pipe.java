@@ -21,6 +21,7 @@ import org.apache.kafka.streams.kstream.Produced;
  * <pre>
  * java -cp 'target/rill-kafka-streams-bench.jar:target/lib/*' dev.rill.bench.Pipe \
  *   --brokers 127.0.0.1:49092 --in IN --out OUT --eos 1 [--threads 2] [--tag T]
+ *   [--producer-config k=v,k=v]
  * </pre>
  * Prints {@code RUNNING} once the streams client is running.
  */
@@ -30,7 +31,8 @@ public final class Pipe {
   }
 
   public static void main(String[] argv) throws Exception {
-    var a = Common.args(argv, "Pipe --brokers B --in TOPIC --out TOPIC --eos 0|1 [--threads 2] [--tag T]");
+    var a = Common.args(argv, "Pipe --brokers B --in TOPIC --out TOPIC --eos 0|1 [--threads 2] [--tag T] "
+        + "[--producer-config k=v,k=v]");
     String brokers = Common.need(a, "brokers"), in = Common.need(a, "in"), out = Common.need(a, "out");
     boolean eos = a.getOrDefault("eos", "1").equals("1");
     int threads = Integer.parseInt(a.getOrDefault("threads", "2"));
@@ -44,6 +46,7 @@ public final class Pipe {
     p.put(StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("ks-pipe").toString());
     p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5);
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+    Common.producerConfig(p, a.getOrDefault("producer-config", ""));
     StreamsBuilder b = new StreamsBuilder();
     b.stream(in, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
         .mapValues(v -> {
