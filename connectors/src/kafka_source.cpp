@@ -204,9 +204,11 @@ struct partition_track {
   }
   /// Offset to commit now, or -1 when nothing new is done.
   std::int64_t due() const {
-    const auto c = open.empty() ? next_commit : open.front().first;
+    const auto c = handed();
     return c > committed ? c : -1;
   }
+  /// Done offsets the broker has not confirmed as committed (sent or not).
+  bool unconfirmed() const { return handed() > confirmed; }
 };
 
 struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::OffsetCommitCb {
@@ -238,6 +240,9 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
   std::vector<ack_entry> acks;
   std::chrono::steady_clock::time_point last_commit = std::chrono::steady_clock::now();
   std::string err;
+  /// The final commit's wait ended at drain_timeout unconfirmed: close() commits no more
+  /// (a revoke's commitSync could block for librdkafka's own retries).
+  bool commit_given_up = false;
   std::string last_commit_error;  ///< the last failed commit's error (librdkafka's text)
   /// Partitions given up during shutdown (closed) with done offsets not committed: named
   /// in the final commit's error, "topic/partition (done to N, lost)".
@@ -317,16 +322,16 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
 
   /// "topic/partition (done to N[, why])": a partition whose done offsets are not committed.
   static std::string short_of(const partition_track& t, const char* why = nullptr) {
-    return t.topic + "/" + std::to_string(t.partition) + " (done to " + std::to_string(t.due()) +
+    return t.topic + "/" + std::to_string(t.partition) + " (done to " + std::to_string(t.handed()) +
            (why ? std::string(", ") + why : std::string()) + ")";
   }
 
-  /// True while some assigned or retained partition has done offsets not yet committed
-  /// (nothing sent, or the last commit of them failed).
-  bool commit_pending() const {
+  /// True while some assigned or retained partition has done offsets the broker has not
+  /// confirmed as committed (nothing sent, a commit in flight, or the last one failed).
+  bool commit_unconfirmed() const {
     for (const auto* m : {&parts, &retained})
       for (const auto& [pid, t] : *m)
-        if (t.due() >= 0) return true;
+        if (t.unconfirmed()) return true;
     return false;
   }
 
@@ -510,13 +515,13 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     if (link) {
       if (!closed) release_to_link(pids, lost);  // at close: the final commit was made
     }
-    else if (!lost) commit(true, &pids);
+    else if (!lost && !commit_given_up) commit(true, &pids);
     retained.clear();
     for (auto pid : pids) {
       auto it = parts.find(pid);
       if (it == parts.end()) continue;
       if (!lost && !coop && !link) retained.emplace(pid, std::move(it->second));
-      else if (closed && !link && it->second.due() >= 0) left_behind.push_back(short_of(it->second, lost ? "lost" : "revoked"));
+      else if (closed && !link && it->second.unconfirmed()) left_behind.push_back(short_of(it->second, lost ? "lost" : "revoked"));
       parts.erase(it);
     }
     std::erase_if(stash, [&](const message_ptr& m) {
@@ -887,20 +892,25 @@ void split_core::shutdown() {
     });
     return;
   }
-  p.commit(true);
-  // A final commit the coordinator refused (REBALANCE_IN_PROGRESS while the group
-  // rebalances, or no coordinator yet) is sent again once the rebalance completed:
-  // serve the consumer meanwhile (rebalance callbacks; data messages are dropped unread,
-  // they were never emitted) and retry every 500 ms, for at most drain_timeout.
+  // The final commit is asynchronous and its confirmation is awaited here, so that the
+  // wait ends at drain_timeout: a commitSync returns only when librdkafka gives up its own
+  // retries, which took 6-15 s past drain_timeout with the coordinator refusing commits.
+  // A commit the coordinator refused (REBALANCE_IN_PROGRESS while the group rebalances,
+  // NOT_COORDINATOR, no coordinator yet) is sent again every 500 ms; meanwhile the consumer
+  // is served (rebalance and offset commit callbacks; data messages are dropped unread,
+  // they were never emitted).
+  p.commit(false);
   const auto until = std::chrono::steady_clock::now() + p.o.drain_timeout;
   auto retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds{500};
-  while (p.commit_pending() && !p.fatal && std::chrono::steady_clock::now() < until) {
-    std::unique_ptr<RdKafka::Message> m(p.c->consume(100));
+  while (p.commit_unconfirmed() && !p.fatal && std::chrono::steady_clock::now() < until) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    std::unique_ptr<RdKafka::Message> m(p.c->consume(int(std::clamp<std::int64_t>(left.count(), 0, 100))));
     p.drain_acks();
     if (std::chrono::steady_clock::now() < retry_at) continue;
     retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds{500};
-    p.commit(true);
+    p.commit(false);
   }
+  p.commit_given_up = p.commit_unconfirmed();
   // A partition whose done offsets are still not committed: the run reports it (a restart
   // reads those records again). Retained: revoked by a rebalance not completed since.
   // Lost or revoked meanwhile: left_behind.
@@ -908,7 +918,7 @@ void split_core::shutdown() {
     auto behind = std::move(p.left_behind);
     for (const auto* m : {&p.parts, &p.retained})
       for (const auto& [pid, t] : *m)
-        if (t.due() >= 0) behind.push_back(p.short_of(t, m == &p.retained ? "revoked" : nullptr));
+        if (t.unconfirmed()) behind.push_back(p.short_of(t, m == &p.retained ? "revoked" : nullptr));
     if (!behind.empty()) {
       std::string list;
       for (const auto& b : behind) list += (list.empty() ? "" : ", ") + b;

@@ -50,12 +50,15 @@
 //     done, Kafka delivery report); a partition's committed offset is the lowest offset
 //     not done. A failed delivery (ack->fail()) is never done (stats().held): the message
 //     is redelivered after a restart. Commits: every commit_interval (async), on revoke
-//     (sync, before the partitions are given up), and at the end (sync, after waiting up
-//     to drain_timeout for what is in flight downstream). A refused commit is sent again
-//     by the next one; the final one is retried for at most drain_timeout. A final
-//     commit still not confirmed then (e.g. 'Waiting for coordinator' throughout) is an
-//     error of the run (run_report errors) naming each assigned partition left behind:
-//     nothing is lost, a restart reads those records again.
+//     (sync, before the partitions are given up), and at the end (after waiting up to
+//     drain_timeout for what is in flight downstream: async, its confirmation awaited
+//     for at most drain_timeout more). A refused commit is sent again by the next one;
+//     the final one every 500 ms. A final commit still not confirmed then (e.g. 'Waiting
+//     for coordinator' throughout, or "no reply" while librdkafka retries a refused
+//     request itself) is an error of the run (run_report errors) naming each assigned
+//     partition left behind: nothing is lost, a restart reads those records again. The
+//     close that follows sends no further commit, so shutdown blocks for at most about
+//     twice drain_timeout plus the group leave.
 //   - Exactly-once (guarantee = exactly_once; docs/design.md "Exactly-once"): the source
 //     reads with isolation.level=read_committed and commits nothing itself; the
 //     kafka_sink constructed with it (kafka_sink(options, source)) commits its offsets
