@@ -18,9 +18,10 @@
 //               clock at arrival minus the record's Kafka timestamp (the input's
 //               CreateTime, which kafka_sink keeps as the event time): end-to-end latency
 //               as a read_committed consumer sees it, ms; p50 and p99 over the records
-//               produced from 1 s after the first output arrived. The feed starts 1 s
-//               after the job is ready (rill: its splits were assigned partitions; Kafka
-//               Streams: RUNNING), so start-up is left out. Checked: every record arrives.
+//               produced from 1 s after the first output arrived. The feed starts once
+//               the job is ready (rill: all 4 partitions assigned and no rebalance for
+//               1 s; Kafka Streams: 1 s after RUNNING, which it reaches only after its
+//               rebalance), so start-up is left out. Checked: every record arrives.
 // Medians over the rounds are printed; every run's line goes to stderr as
 //   RESULT peer=P kind=throughput records=N seconds=S ok=0|1
 //   RESULT peer=P kind=latency records=N p50_ms=X p99_ms=Y ok=0|1
@@ -29,7 +30,7 @@
 //   build-release/bench/kafka_eos_bench --brokers 127.0.0.1:49092 --records 200000
 //       --rate 20000 --seconds 10 --rounds 3
 //       [--ks-cp 'bench/kafka-streams/target/rill-kafka-streams-bench.jar:bench/kafka-streams/target/lib/*']
-//       [--ks-producer-config k=v,k=v]
+//       [--ks-producer-config k=v,k=v] [--peers rill/eos]   (--peers: only these, comma-separated)
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <signal.h>
@@ -190,10 +191,21 @@ job_result run(bool eos, int n, int rate, int seconds) {
   }
   std::thread feeder;
   if (rate > 0)
-    feeder = std::thread([&] {  // once the group gave the splits their partitions, and 1 s more
+    feeder = std::thread([&] {
+      // Once the group settled: all 4 partitions assigned and no rebalance callback for
+      // 1 s. The first split can hold all 4 before the second joins; the rebalance that
+      // follows stops the input for as long as it lasts (seconds on a loaded machine),
+      // which would count as latency of the records written meanwhile.
       const auto until = clk::now() + 60s;
-      while (st->assigned.load() == 0 && clk::now() < until) std::this_thread::sleep_for(10ms);
-      std::this_thread::sleep_for(1s);
+      auto last = st->rebalances.load();
+      auto still = clk::now();
+      while (clk::now() < until && (st->assigned.load() < 4 || clk::now() - still < 1s)) {
+        std::this_thread::sleep_for(10ms);
+        if (const auto r = st->rebalances.load(); r != last) {
+          last = r;
+          still = clk::now();
+        }
+      }
       produce(in, n, rate);
     });
   job_result res;
@@ -202,7 +214,8 @@ job_result run(bool eos, int n, int rate, int seconds) {
     while (rd.seen.load() < std::uint64_t(n) && clk::now() < give_up) std::this_thread::sleep_for(1ms);
     rt.request_stop();
   });
-  rt.run(job);
+  const auto rep = rt.run(job);
+  for (const auto& e : rep.errors) std::fprintf(stderr, "run error (%s): %s\n", eos ? "rill/eos" : "rill/alo", e.c_str());
   stopper.join();
   if (feeder.joinable()) feeder.join();
   rd.finish();
@@ -259,7 +272,7 @@ job_result run_ks(const std::string& cp, const std::string& producer_config, int
   const auto t0 = clk::now();
   std::thread feeder;
   if (rate > 0)
-    feeder = std::thread([&] {  // 1 s after RUNNING, as rill's 1 s after its assignment
+    feeder = std::thread([&] {  // 1 s after RUNNING
       std::this_thread::sleep_for(1s);
       produce(in, n, rate);
     });
@@ -286,7 +299,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int n = 200000, rate = 20000, seconds = 10, rounds = 3;
-  std::string ks_cp, ks_producer_config;
+  std::string ks_cp, ks_producer_config, only;
   if (const char* b = std::getenv("RILL_KAFKA_BROKERS")) brokers = b;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -297,9 +310,10 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
     else if (a == "--ks-cp") ks_cp = argv[i + 1];
     else if (a == "--ks-producer-config") ks_producer_config = argv[i + 1];
+    else if (a == "--peers") only = argv[i + 1];
     else {
       std::cerr << "usage: kafka_eos_bench [--brokers B] [--records N] [--rate R] [--seconds S] [--rounds K]"
-                   " [--ks-cp CLASSPATH] [--ks-producer-config k=v,k=v]\n";
+                   " [--ks-cp CLASSPATH] [--ks-producer-config k=v,k=v] [--peers rill/alo,rill/eos,ks/eos]\n";
       return 2;
     }
   }
@@ -310,6 +324,8 @@ int main(int argc, char** argv) {
   };
   std::vector<peer> peers{{"rill/alo", 0, {}, {}, {}}, {"rill/eos", 1, {}, {}, {}}};
   if (!ks_cp.empty()) peers.push_back({"ks/eos", 2, {}, {}, {}});
+  if (!only.empty())  // e.g. "rill/eos" alone, for a profile
+    std::erase_if(peers, [&](const peer& p) { return ("," + only + ",").find("," + std::string(p.name) + ",") == std::string::npos; });
   auto go = [&](const peer& p, int records, int r_rate, int secs) {
     return p.kind == 2 ? run_ks(ks_cp, ks_producer_config, records, r_rate) : run(p.kind == 1, records, r_rate, secs);
   };
