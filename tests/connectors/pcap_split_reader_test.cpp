@@ -9,7 +9,9 @@
 //      both byte orders, µs and ns, timestamps past 2038;
 //   4. what stays one split: pcapng, pcap 2.3, FIFOs; open errors as pcap_source's;
 //   5. a job on 2 workers: splits_per_file = 2 gives libpcap's (splits_per_file = 0) packets and stats,
-//      and a cut-off file one run_report error.
+//      and a cut-off file one run_report error;
+//   6. open_splits(): splits that share a mapping and chunk boundaries, read at once on
+//      threads of their own, give each split's packets of open(), in order.
 #include "rill/connectors/pcap_split_reader.hpp"
 
 #include "captures.hpp"
@@ -27,6 +29,7 @@
 #include <rill/rill.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -118,6 +121,48 @@ TEST(pcap_split_real, every_capture_gives_pcap_source_packets_with_1_2_3_splits)
   }
   EXPECT_GT(splittable, 0u);
   std::cout << "compared " << captures.size() << " captures, " << splittable << " splittable\n";
+}
+
+// Split i's packets in the order it returns them, and how it ended.
+std::pair<std::vector<rill::packet>, rill::read_status> read_split(rill::pcap_split_reader& r) {
+  std::vector<rill::packet> out;
+  rill::packet p;
+  rill::read_status s;
+  while ((s = r.next(p)) == rill::read_status::ok) out.push_back(p);
+  return {out, s};
+}
+
+TEST(pcap_split_real, open_splits_read_concurrently_give_each_splits_packets_of_open) {
+  const auto captures = real_captures();
+  if (captures.empty())
+    GTEST_SKIP() << "no captures: neither ../shared nor python3-dpkt/sip-tester";
+  std::size_t compared = 0;
+  for (const auto& c : captures) {
+    if (!rill::pcap_split_reader::splittable(c)) continue;
+    for (std::size_t n : {2u, 3u}) {
+      for (std::size_t k : {1u, 7u, 64u}) {
+        SCOPED_TRACE(c + ", splits " + std::to_string(n) + ", chunk " + std::to_string(k));
+        auto shared = rill::pcap_split_reader::open_splits(c, n, k);
+        ASSERT_EQ(shared.size(), n);
+        std::vector<std::pair<std::vector<rill::packet>, rill::read_status>> got(n);
+        {
+          std::vector<std::jthread> threads;
+          for (std::size_t i = 0; i < n; ++i)
+            threads.emplace_back([&, i] { got[i] = read_split(shared[i]); });
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          auto alone = rill::pcap_split_reader::open(c, i, n, k);
+          const auto want = read_split(alone);
+          EXPECT_EQ(got[i].second, want.second);
+          ASSERT_EQ(got[i].first.size(), want.first.size());
+          for (std::size_t j = 0; j < want.first.size(); ++j)
+            ASSERT_TRUE(fields(got[i].first[j]) == fields(want.first[j])) << "split " << i << " packet " << j;
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 0u);
 }
 
 class pcap_split_files : public rill_test::scratch_dir_test {};
