@@ -22,6 +22,9 @@ namespace {
 
 constexpr std::size_t file_header_bytes = 24;
 constexpr std::size_t record_header_bytes = 16;
+// Unit in which the map is released once every reader passed it (a multiple of the page
+// size, so each region starts on a page of the page-aligned map).
+constexpr std::size_t region_bytes = std::size_t{8} << 20;
 
 // The classic pcap header (tcpdump.org "pcap file format", libpcap sf-pcap.c): magic,
 // version 2.4. False for anything libpcap reads with other rules (older versions swap
@@ -83,16 +86,26 @@ bool pcap_split_reader::splittable(const std::string& path) noexcept {
 // readers of one open()/open_splits(). start[c] is the offset of chunk c's first record
 // header, 0 while no reader has walked chunk c - 1 to its end (chunk 0 starts at 24).
 // Entries exist for the first `chunks` chunks only; later chunks are always walked.
+// passed[r] counts the readers whose position passed region r (bytes [r*R, (r+1)*R) of
+// the file, R = region_bytes); the reader that makes it `readers` unmaps the region.
 struct pcap_split_reader::shared_file {
   const std::byte* map = nullptr;
   std::size_t size = 0;
   std::size_t chunks = 0;
   std::unique_ptr<std::atomic<std::size_t>[]> start;
+  std::uint32_t readers = 1;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> passed;
   shared_file() = default;
   shared_file(const shared_file&) = delete;
   shared_file& operator=(const shared_file&) = delete;
+  // Unmaps the regions no reader released. Only those: the address range of a released
+  // region may hold another mapping by now.
   ~shared_file() {
-    if (map != nullptr) ::munmap(const_cast<std::byte*>(map), size);
+    if (map == nullptr) return;
+    for (std::size_t r = 0; r * region_bytes < size; ++r) {
+      if (passed && passed[r].load(std::memory_order_acquire) == readers) continue;
+      ::munmap(const_cast<std::byte*>(map) + r * region_bytes, std::min(region_bytes, size - r * region_bytes));
+    }
   }
 };
 
@@ -121,6 +134,8 @@ std::shared_ptr<pcap_split_reader::shared_file> pcap_split_reader::map_file(
                      "cannot map capture " + path + ": " + std::strerror(err));
   f->map = static_cast<const std::byte*>(m);
   ::madvise(m, f->size, MADV_SEQUENTIAL);  // a hint; read-ahead helps, failure does not matter
+  f->readers = static_cast<std::uint32_t>(splits);
+  f->passed = std::make_unique<std::atomic<std::uint32_t>[]>(f->size / region_bytes + 1);
   if (splits > 1) {
     // Every record takes at least its 16-byte header; the table stays below 2 MiB.
     constexpr std::size_t max_chunks = std::size_t{1} << 18;
@@ -234,6 +249,17 @@ read_status pcap_split_reader::special(packet& out, bool owned, bool& kept) noex
   return end_;
 }
 
+// Counts the regions of the map that pos_ passed since the last call; unmaps each one
+// every reader of the map has passed (a reader never reads before its pos_ again), so
+// the mapping is released during the read, on the workers, not all at once at the end.
+void pcap_split_reader::release_passed() noexcept {
+  while (pos_ >= (region_ + 1) * region_bytes) {
+    if (file_->passed[region_].fetch_add(1, std::memory_order_acq_rel) + 1 == file_->readers)
+      ::munmap(const_cast<std::byte*>(map_) + region_ * region_bytes, region_bytes);
+    ++region_;
+  }
+}
+
 // Passes over one chunk of another split: a jump when a reader published where the next
 // chunk starts, else a walk over its headers (then published). False when the file ends
 // inside it.
@@ -300,6 +326,7 @@ void pcap_split_reader::set_filter(const std::string& expression) {
 read_status pcap_split_reader::next(packet& out) noexcept {
   for (;;) {  // until a record the filter keeps, or the end
     if (done_) return end_;
+    if (pos_ >= (region_ + 1) * region_bytes) release_passed();
     if (index_ % per_chunk_ == 0) {
       while ((index_ / per_chunk_) % splits_ != split_) {
         if (!skip_chunk()) return end_;

@@ -46,8 +46,9 @@
 // Distinct objects, also of the same file and of one open_splits(): safe (the shared
 // boundaries are atomics). Shared objects: unsafe. Movable.
 //
-// Memory: the mapping is released with the last reader of it (every split of one
-// open_splits()), on the thread that destroys that reader.
+// Memory: the mapping is released in 8 MiB regions as the reading goes: a region once
+// every reader of the mapping (every split of one open_splits()) read past it, on the
+// thread of the reader that passed it last; the rest with the last reader.
 #pragma once
 
 #include <cstddef>
@@ -128,6 +129,7 @@ class pcap_split_reader {
   step look(std::uint32_t& caplen) const noexcept;
   bool skip_chunk() noexcept;
   void publish_chunk_end() noexcept;
+  void release_passed() noexcept;
   read_status special(packet& out, bool owned, bool& kept) noexcept;
 
   pcap_reader probe_;  // validates at open; reads the special records
@@ -137,6 +139,7 @@ class pcap_split_reader {
   std::size_t size_ = 0;
   std::size_t pos_ = 24;     // byte offset of the next record header
   std::uint64_t index_ = 0;  // record number of the record at pos_
+  std::size_t region_ = 0;   // first region of the map this reader has not passed
   std::size_t split_ = 0, splits_ = 1, per_chunk_ = default_records_per_chunk;
   int linktype_ = 0;
   std::uint32_t snapshot_ = 0;
