@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <span>
@@ -20,6 +22,9 @@ namespace {
 
 constexpr std::size_t file_header_bytes = 24;
 constexpr std::size_t record_header_bytes = 16;
+// Unit in which the map is released once every reader passed it (a multiple of the page
+// size, so each region starts on a page of the page-aligned map).
+constexpr std::size_t region_bytes = std::size_t{8} << 20;
 
 // The classic pcap header (tcpdump.org "pcap file format", libpcap sf-pcap.c): magic,
 // version 2.4. False for anything libpcap reads with other rules (older versions swap
@@ -77,13 +82,35 @@ bool pcap_split_reader::splittable(const std::string& path) noexcept {
   return ok;
 }
 
-pcap_split_reader pcap_split_reader::open(const std::string& path, std::size_t split,
-                                          std::size_t splits, std::size_t records_per_chunk) {
-  if (splits == 0 || split >= splits || records_per_chunk == 0)
-    throw std::invalid_argument("pcap_split_reader: split " + std::to_string(split) + " of " +
-                                std::to_string(splits) + ", " + std::to_string(records_per_chunk) +
-                                " records per chunk");
-  pcap_reader probe = pcap_reader::open(path);  // every open error, with pcap_reader's text
+// One mapping of a capture and the byte offsets of its chunk boundaries, shared by the
+// readers of one open()/open_splits(). start[c] is the offset of chunk c's first record
+// header, 0 while no reader has walked chunk c - 1 to its end (chunk 0 starts at 24).
+// Entries exist for the first `chunks` chunks only; later chunks are always walked.
+// passed[r] counts the readers whose position passed region r (bytes [r*R, (r+1)*R) of
+// the file, R = region_bytes); the reader that makes it `readers` unmaps the region.
+struct pcap_split_reader::shared_file {
+  const std::byte* map = nullptr;
+  std::size_t size = 0;
+  std::size_t chunks = 0;
+  std::unique_ptr<std::atomic<std::size_t>[]> start;
+  std::uint32_t readers = 1;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> passed;
+  shared_file() = default;
+  shared_file(const shared_file&) = delete;
+  shared_file& operator=(const shared_file&) = delete;
+  // Unmaps the regions no reader released. Only those: the address range of a released
+  // region may hold another mapping by now.
+  ~shared_file() {
+    if (map == nullptr) return;
+    for (std::size_t r = 0; r * region_bytes < size; ++r) {
+      if (passed && passed[r].load(std::memory_order_acquire) == readers) continue;
+      ::munmap(const_cast<std::byte*>(map) + r * region_bytes, std::min(region_bytes, size - r * region_bytes));
+    }
+  }
+};
+
+std::shared_ptr<pcap_split_reader::shared_file> pcap_split_reader::map_file(
+    const std::string& path, std::size_t splits, std::size_t records_per_chunk) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -97,81 +124,84 @@ pcap_split_reader pcap_split_reader::open(const std::string& path, std::size_t s
     throw pcap_error(pcap_errc::open_failed,
                      "cannot map capture " + path + ": not a regular pcap file");
   }
-  const auto size = static_cast<std::size_t>(st.st_size);
-  void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  auto f = std::make_shared<shared_file>();
+  f->size = static_cast<std::size_t>(st.st_size);
+  void* m = ::mmap(nullptr, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping keeps the file
   if (m == MAP_FAILED)
     throw pcap_error(pcap_errc::open_failed,
                      "cannot map capture " + path + ": " + std::strerror(err));
-  ::madvise(m, size, MADV_SEQUENTIAL);  // a hint; read-ahead helps, failure does not matter
-  pcap_split_reader r(std::move(probe), static_cast<const std::byte*>(m), size, split, splits,
-                      records_per_chunk);
-  if (!classic_24(reinterpret_cast<const unsigned char*>(r.map_), r.swapped_, r.nano_))
-    throw pcap_error(pcap_errc::open_failed,
-                     "cannot split capture " + path + ": not a classic pcap 2.4 file");
-  return r;
+  f->map = static_cast<const std::byte*>(m);
+  ::madvise(m, f->size, MADV_SEQUENTIAL);  // a hint; read-ahead helps, failure does not matter
+  f->readers = static_cast<std::uint32_t>(splits);
+  f->passed = std::make_unique<std::atomic<std::uint32_t>[]>(f->size / region_bytes + 1);
+  if (splits > 1) {
+    // Every record takes at least its 16-byte header; the table stays below 2 MiB.
+    constexpr std::size_t max_chunks = std::size_t{1} << 18;
+    const std::size_t records = (f->size - file_header_bytes) / record_header_bytes;
+    f->chunks = std::min(max_chunks, records / records_per_chunk + 2);
+    f->start = std::make_unique<std::atomic<std::size_t>[]>(f->chunks);
+  }
+  return f;
 }
 
-pcap_split_reader::pcap_split_reader(pcap_reader probe, const std::byte* map, std::size_t size,
+pcap_split_reader pcap_split_reader::open(const std::string& path, std::size_t split,
+                                          std::size_t splits, std::size_t records_per_chunk) {
+  if (splits == 0 || split >= splits || records_per_chunk == 0)
+    throw std::invalid_argument("pcap_split_reader: split " + std::to_string(split) + " of " +
+                                std::to_string(splits) + ", " + std::to_string(records_per_chunk) +
+                                " records per chunk");
+  pcap_reader probe = pcap_reader::open(path);  // every open error, with pcap_reader's text
+  auto file = map_file(path, 1, records_per_chunk);
+  if (bool swapped = false, nano = false;
+      !classic_24(reinterpret_cast<const unsigned char*>(file->map), swapped, nano))
+    throw pcap_error(pcap_errc::open_failed,
+                     "cannot split capture " + path + ": not a classic pcap 2.4 file");
+  return pcap_split_reader(std::move(probe), std::move(file), split, splits, records_per_chunk);
+}
+
+std::vector<pcap_split_reader> pcap_split_reader::open_splits(const std::string& path,
+                                                              std::size_t splits,
+                                                              std::size_t records_per_chunk) {
+  if (splits == 0 || records_per_chunk == 0)
+    throw std::invalid_argument("pcap_split_reader: " + std::to_string(splits) + " splits, " +
+                                std::to_string(records_per_chunk) + " records per chunk");
+  std::vector<pcap_reader> probes;
+  probes.reserve(splits);
+  for (std::size_t i = 0; i < splits; ++i) probes.push_back(pcap_reader::open(path));
+  auto file = map_file(path, splits, records_per_chunk);
+  if (bool swapped = false, nano = false;
+      !classic_24(reinterpret_cast<const unsigned char*>(file->map), swapped, nano))
+    throw pcap_error(pcap_errc::open_failed,
+                     "cannot split capture " + path + ": not a classic pcap 2.4 file");
+  std::vector<pcap_split_reader> out;
+  out.reserve(splits);
+  for (std::size_t i = 0; i < splits; ++i) {
+    out.push_back(pcap_split_reader(std::move(probes[i]), file, i, splits, records_per_chunk));
+    out.back().shared_ = splits > 1;
+  }
+  return out;
+}
+
+pcap_split_reader::pcap_split_reader(pcap_reader probe, std::shared_ptr<shared_file> file,
                                      std::size_t split, std::size_t splits,
                                      std::size_t records_per_chunk)
     : probe_(std::move(probe)),
-      map_(map),
-      size_(size),
+      file_(std::move(file)),
+      map_(file_->map),
+      size_(file_->size),
       split_(split),
       splits_(splits),
       per_chunk_(records_per_chunk),
       linktype_(probe_.linktype()),
-      snapshot_(static_cast<std::uint32_t>(probe_.snapshot())) {}
-
-pcap_split_reader::pcap_split_reader(pcap_split_reader&& o) noexcept
-    : probe_(std::move(o.probe_)),
-      filter_(std::move(o.filter_)),
-      map_(std::exchange(o.map_, nullptr)),
-      size_(std::exchange(o.size_, 0)),
-      pos_(o.pos_),
-      index_(o.index_),
-      split_(o.split_),
-      splits_(o.splits_),
-      per_chunk_(o.per_chunk_),
-      linktype_(o.linktype_),
-      snapshot_(o.snapshot_),
-      swapped_(o.swapped_),
-      nano_(o.nano_),
-      done_(o.done_),
-      end_(o.end_),
-      counters_(o.counters_) {}
-
-pcap_split_reader& pcap_split_reader::operator=(pcap_split_reader&& o) noexcept {
-  if (this != &o) {
-    unmap();
-    probe_ = std::move(o.probe_);
-    filter_ = std::move(o.filter_);
-    map_ = std::exchange(o.map_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-    pos_ = o.pos_;
-    index_ = o.index_;
-    split_ = o.split_;
-    splits_ = o.splits_;
-    per_chunk_ = o.per_chunk_;
-    linktype_ = o.linktype_;
-    snapshot_ = o.snapshot_;
-    swapped_ = o.swapped_;
-    nano_ = o.nano_;
-    done_ = o.done_;
-    end_ = o.end_;
-    counters_ = o.counters_;
-  }
-  return *this;
+      snapshot_(static_cast<std::uint32_t>(probe_.snapshot())) {
+  classic_24(reinterpret_cast<const unsigned char*>(map_), swapped_, nano_);
 }
 
-pcap_split_reader::~pcap_split_reader() { unmap(); }
-
-void pcap_split_reader::unmap() noexcept {
-  if (map_ != nullptr) ::munmap(const_cast<std::byte*>(map_), size_);
-  map_ = nullptr;
-}
+pcap_split_reader::pcap_split_reader(pcap_split_reader&&) noexcept = default;
+pcap_split_reader& pcap_split_reader::operator=(pcap_split_reader&&) noexcept = default;
+pcap_split_reader::~pcap_split_reader() = default;
 
 // What the record at pos_ is: a plain record (caplen set), the clean end of the file, or
 // one libpcap reads with its own rules (cut off, or caplen above the snapshot length).
@@ -219,8 +249,30 @@ read_status pcap_split_reader::special(packet& out, bool owned, bool& kept) noex
   return end_;
 }
 
-// Walks over one chunk of another split. False when the file ends inside it.
+// Counts the regions of the map that pos_ passed since the last call; unmaps each one
+// every reader of the map has passed (a reader never reads before its pos_ again), so
+// the mapping is released during the read, on the workers, not all at once at the end.
+void pcap_split_reader::release_passed() noexcept {
+  while (pos_ >= (region_ + 1) * region_bytes) {
+    if (file_->passed[region_].fetch_add(1, std::memory_order_acq_rel) + 1 == file_->readers)
+      ::munmap(const_cast<std::byte*>(map_) + region_ * region_bytes, region_bytes);
+    ++region_;
+  }
+}
+
+// Passes over one chunk of another split: a jump when a reader published where the next
+// chunk starts, else a walk over its headers (then published). False when the file ends
+// inside it.
 bool pcap_split_reader::skip_chunk() noexcept {
+  const std::size_t next_chunk = index_ / per_chunk_ + 1;
+  const bool indexed = next_chunk < file_->chunks;
+  if (indexed) {
+    if (const std::size_t at = file_->start[next_chunk].load(std::memory_order_acquire); at != 0) {
+      pos_ = at;
+      index_ += per_chunk_;
+      return true;
+    }
+  }
   for (std::size_t i = 0; i < per_chunk_; ++i) {
     std::uint32_t caplen = 0;
     switch (look(caplen)) {
@@ -240,7 +292,28 @@ bool pcap_split_reader::skip_chunk() noexcept {
       }
     }
   }
+  if (indexed) file_->start[next_chunk].store(pos_, std::memory_order_release);
   return true;
+}
+
+// At the first record of an own chunk: walks its headers (which the decode then finds in
+// the cache) and publishes where the next chunk starts, for the splits that skip this
+// one. Publishes nothing when the chunk holds a record libpcap reads with its own rules
+// or the file ends inside it: the other splits then walk it themselves.
+void pcap_split_reader::publish_chunk_end() noexcept {
+  const std::size_t next_chunk = index_ / per_chunk_ + 1;
+  if (next_chunk >= file_->chunks) return;
+  std::atomic<std::size_t>& slot = file_->start[next_chunk];
+  if (slot.load(std::memory_order_relaxed) != 0) return;
+  std::size_t p = pos_;
+  for (std::size_t i = 0; i < per_chunk_; ++i) {
+    const std::size_t left = size_ - p;
+    if (left < record_header_bytes) return;
+    const std::uint32_t caplen = load32(map_ + p + 8, swapped_);
+    if (caplen > snapshot_ || caplen > left - record_header_bytes) return;
+    p += record_header_bytes + caplen;
+  }
+  slot.store(p, std::memory_order_release);
 }
 
 void pcap_split_reader::set_filter(const std::string& expression) {
@@ -253,8 +326,12 @@ void pcap_split_reader::set_filter(const std::string& expression) {
 read_status pcap_split_reader::next(packet& out) noexcept {
   for (;;) {  // until a record the filter keeps, or the end
     if (done_) return end_;
-    while (index_ % per_chunk_ == 0 && (index_ / per_chunk_) % splits_ != split_) {
-      if (!skip_chunk()) return end_;
+    if (pos_ >= (region_ + 1) * region_bytes) release_passed();
+    if (index_ % per_chunk_ == 0) {
+      while ((index_ / per_chunk_) % splits_ != split_) {
+        if (!skip_chunk()) return end_;
+      }
+      if (shared_) publish_chunk_end();
     }
     std::uint32_t caplen = 0;
     switch (look(caplen)) {

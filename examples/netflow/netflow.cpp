@@ -102,8 +102,8 @@ struct conversation_totals {
 using conversation_map = absl::flat_hash_map<rill::flow_key, conversation_totals>;
 
 /// Writes one line per row (JSON or CSV) and remembers totals for the summary. Called
-/// under the ordered_sink's lock; the aggregation gives exactly one row per (window,
-/// conversation).
+/// on the ordered_sink's writer thread, one row at a time; the aggregation gives exactly
+/// one row per (window, conversation).
 struct line_writer {
   std::ostream* out;
   conversation_map* conversations;
@@ -413,8 +413,10 @@ int main(int argc, char** argv) {
                                write_errno = err;
                                rt.request_stop();  // nothing more can be written: stop reading
                              }};
+    // Rows are sorted, formatted and written on the sink's thread while the workers read
+    // on: the worker that closes a window does not stop for its rows.
     auto sink = std::make_shared<rill::ordered_sink<flow_row, by_key, line_writer>>(
-        rt.worker_count(), by_key{}, writer);
+        rt.worker_count(), by_key{}, writer, rill::ordered_sink_options{.writer_thread = true});
     auto packets = spread      ? rill::from(frames).rebalance().map(frames.decoder())
                    : a.rebalance ? rill::from(std::move(src)).rebalance()
                                  : rill::from(std::move(src));

@@ -1,6 +1,7 @@
 // ordered_sink_test — rill::ordered_sink writes a record only once every worker's frontier
 // has passed its time, in (time, less) order, each exactly once: a hand-worked case on 2
-// workers, and P threads writing and reporting progress at once (run under TSan: label
+// workers, and P threads writing and reporting progress at once, with Write on the
+// releasing worker and on the sink's writer thread (run under TSan: label
 // concurrency).
 //
 //   worker 0 ..P-1: write(records at or after its frontier), progress(frontier), ...,
@@ -36,7 +37,8 @@ struct written {
   rill::event_time t;
   item v;
 };
-// Called by the sink on one releasing worker at a time (its output lock).
+// Called by the sink on one releasing worker at a time (its output lock), or on its writer
+// thread.
 struct append {
   std::vector<written>* out;
   void operator()(rill::event_time t, const item& v) const { out->push_back({t, v}); }
@@ -71,10 +73,12 @@ TEST(ordered_sink, writes_once_every_frontier_passed_in_time_then_key_order) {
   EXPECT_EQ(s.written(), 4u);
 }
 
-TEST(ordered_sink, concurrent_writers_lose_nothing_and_keep_the_order) {
+// Worker threads write and progress at random (times never below their frontier); every
+// record comes out once, in (time, by_origin) order. `options`: how the sink writes.
+void concurrent_writers_lose_nothing_and_keep_the_order(rill::ordered_sink_options options) {
   constexpr std::uint32_t workers = 4, steps = 20'000;
   std::vector<written> out;
-  sink s{workers, by_origin{}, append{&out}};
+  sink s{workers, by_origin{}, append{&out}, options};
   std::vector<std::thread> ts;
   std::vector<std::uint32_t> sent(workers, 0);
   for (std::uint32_t w = 0; w < workers; ++w)
@@ -106,6 +110,29 @@ TEST(ordered_sink, concurrent_writers_lose_nothing_and_keep_the_order) {
     ASSERT_FALSE(seen[o.v.worker][o.v.seq]) << "written twice";
     seen[o.v.worker][o.v.seq] = true;
   }
+}
+
+TEST(ordered_sink, concurrent_writers_lose_nothing_and_keep_the_order) {
+  concurrent_writers_lose_nothing_and_keep_the_order({});
+}
+
+// The same with Write on the sink's thread, and a queue bound small enough that releases
+// wait for it; once every end() returned, everything is written.
+TEST(ordered_sink, writer_thread_loses_nothing_and_keeps_the_order) {
+  concurrent_writers_lose_nothing_and_keep_the_order({.writer_thread = true, .max_queued = 16});
+  concurrent_writers_lose_nothing_and_keep_the_order({.writer_thread = true});
+}
+
+TEST(ordered_sink, writer_thread_has_written_everything_when_the_last_end_returns) {
+  std::vector<written> out;
+  sink s{2, by_origin{}, append{&out}, {.writer_thread = true}};
+  for (std::uint32_t i = 0; i < 1000; ++i) s.write(i % 2, {item{i % 2, i}, at(std::chrono::seconds{i % 7})});
+  s.end(0);
+  s.end(1);
+  ASSERT_EQ(out.size(), 1000u);  // end(1) waited for the writer: no race on `out`
+  EXPECT_EQ(s.written(), 1000u);
+  EXPECT_EQ(out.front().t, at(0s));
+  EXPECT_EQ(out.back().t, at(6s));
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+
 #include <cstring>
 #include <memory>
 #include <random>
@@ -502,3 +504,23 @@ TEST(flow_key, make_and_equality_match_the_byte_order_definition) {
 }
 
 }  // namespace
+
+// a_ip_string/b_ip_string of IPv4 keys: inet_ntop's text for every octet value in every
+// position.
+TEST(flow_key, ipv4_text_is_inet_ntops) {
+  for (std::size_t pos = 0; pos < 4; ++pos) {
+    for (unsigned v = 0; v < 256; ++v) {
+      std::array<std::uint8_t, 16> a{}, b{};
+      a[0] = 10, a[1] = 200, a[2] = 7, a[3] = 99;
+      a[pos] = std::uint8_t(v);
+      b = a;
+      b[3] = std::uint8_t(a[3] ^ 1);
+      const auto k = rill::flow_key::make(rill::ip_proto::tcp, 4, a, 1, b, 2);
+      char want[INET_ADDRSTRLEN] = {};
+      ASSERT_NE(::inet_ntop(AF_INET, k.a_addr.data(), want, sizeof want), nullptr);
+      ASSERT_EQ(k.a_ip_string(), want) << "octet " << pos << " = " << v;
+      ASSERT_NE(::inet_ntop(AF_INET, k.b_addr.data(), want, sizeof want), nullptr);
+      ASSERT_EQ(k.b_ip_string(), want) << "octet " << pos << " = " << v;
+    }
+  }
+}

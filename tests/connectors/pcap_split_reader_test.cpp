@@ -9,11 +9,14 @@
 //      both byte orders, µs and ns, timestamps past 2038;
 //   4. what stays one split: pcapng, pcap 2.3, FIFOs; open errors as pcap_source's;
 //   5. a job on 2 workers: splits_per_file = 2 gives libpcap's (splits_per_file = 0) packets and stats,
-//      and a cut-off file one run_report error.
+//      and a cut-off file one run_report error;
+//   6. open_splits(): splits that share a mapping and chunk boundaries, read at once on
+//      threads of their own, give each split's packets of open(), in order.
 #include "rill/connectors/pcap_split_reader.hpp"
 
 #include "captures.hpp"
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,11 +25,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <rill/pcap.hpp>
 #include <rill/rill.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -120,6 +125,48 @@ TEST(pcap_split_real, every_capture_gives_pcap_source_packets_with_1_2_3_splits)
   std::cout << "compared " << captures.size() << " captures, " << splittable << " splittable\n";
 }
 
+// Split i's packets in the order it returns them, and how it ended.
+std::pair<std::vector<rill::packet>, rill::read_status> read_split(rill::pcap_split_reader& r) {
+  std::vector<rill::packet> out;
+  rill::packet p;
+  rill::read_status s;
+  while ((s = r.next(p)) == rill::read_status::ok) out.push_back(p);
+  return {out, s};
+}
+
+TEST(pcap_split_real, open_splits_read_concurrently_give_each_splits_packets_of_open) {
+  const auto captures = real_captures();
+  if (captures.empty())
+    GTEST_SKIP() << "no captures: neither ../shared nor python3-dpkt/sip-tester";
+  std::size_t compared = 0;
+  for (const auto& c : captures) {
+    if (!rill::pcap_split_reader::splittable(c)) continue;
+    for (std::size_t n : {2u, 3u}) {
+      for (std::size_t k : {1u, 7u, 64u}) {
+        SCOPED_TRACE(c + ", splits " + std::to_string(n) + ", chunk " + std::to_string(k));
+        auto shared = rill::pcap_split_reader::open_splits(c, n, k);
+        ASSERT_EQ(shared.size(), n);
+        std::vector<std::pair<std::vector<rill::packet>, rill::read_status>> got(n);
+        {
+          std::vector<std::jthread> threads;
+          for (std::size_t i = 0; i < n; ++i)
+            threads.emplace_back([&, i] { got[i] = read_split(shared[i]); });
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          auto alone = rill::pcap_split_reader::open(c, i, n, k);
+          const auto want = read_split(alone);
+          EXPECT_EQ(got[i].second, want.second);
+          ASSERT_EQ(got[i].first.size(), want.first.size());
+          for (std::size_t j = 0; j < want.first.size(); ++j)
+            ASSERT_TRUE(fields(got[i].first[j]) == fields(want.first[j])) << "split " << i << " packet " << j;
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 0u);
+}
+
 class pcap_split_files : public rill_test::scratch_dir_test {};
 
 // Record start offsets of a classic little-endian-or-not pcap file, read with pcap_reader.
@@ -194,6 +241,54 @@ TEST_F(pcap_split_files, both_byte_orders_us_and_ns_split_the_same) {
       write_pcap(path, 1, twenty(), file_options{.nano = nano, .big_endian = be});
       ASSERT_TRUE(rill::pcap_split_reader::splittable(path.string()));
       expect_same_as_one_split(path.string(), {1, 2, 3, 5}, {1, 3, 4096});
+    }
+  }
+}
+
+// A file of several 8 MiB regions read by splits of one open_splits() on threads of their
+// own: each split gives its packets of open(), although the regions every split passed
+// are unmapped during the read; then anonymous mappings made after the read (which may
+// reuse released ranges) survive the readers' destruction.
+TEST_F(pcap_split_files, open_splits_release_passed_regions_and_nothing_else) {
+  std::vector<record> recs;
+  for (int i = 0; i < 30'000; ++i)
+    recs.push_back(rec(std::int64_t{i} * 1'000'000, udp_frame(static_cast<std::uint16_t>(1000 + i % 500), 1000)));
+  const auto path = (dir_ / "big.pcap").string();
+  write_pcap(path, 1, recs);
+  ASSERT_GT(fs::file_size(path), std::uintmax_t{24} << 20);
+  for (std::size_t n : {2u, 3u}) {
+    SCOPED_TRACE("splits " + std::to_string(n));
+    auto shared = rill::pcap_split_reader::open_splits(path, n, 64);
+    std::vector<std::pair<std::vector<rill::packet>, rill::read_status>> got(n);
+    {
+      std::vector<std::jthread> threads;
+      for (std::size_t i = 0; i < n; ++i) threads.emplace_back([&, i] { got[i] = read_split(shared[i]); });
+    }
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      auto alone = rill::pcap_split_reader::open(path, i, n, 64);
+      const auto want = read_split(alone);
+      EXPECT_EQ(got[i].second, rill::read_status::end_of_file);
+      ASSERT_EQ(got[i].first.size(), want.first.size());
+      for (std::size_t j = 0; j < want.first.size(); ++j)
+        ASSERT_TRUE(fields(got[i].first[j]) == fields(want.first[j])) << "split " << i << " packet " << j;
+      total += got[i].first.size();
+    }
+    EXPECT_EQ(total, recs.size());
+    // 8 MiB anonymous mappings: the kernel places new mappings in the highest free gap,
+    // which the released regions of the capture's mapping (just made) usually are.
+    constexpr std::size_t block = std::size_t{8} << 20;
+    std::vector<char*> blocks;
+    for (int b = 0; b < 16; ++b) {
+      void* m = ::mmap(nullptr, block, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      ASSERT_NE(m, MAP_FAILED);
+      blocks.push_back(static_cast<char*>(m));
+      std::fill_n(blocks.back(), block, char(b + 1));
+    }
+    shared.clear();  // unmaps what no reader released
+    for (std::size_t b = 0; b < blocks.size(); ++b) {
+      EXPECT_EQ(blocks[b][block - 1], char(b + 1));  // a fault here: the readers unmapped it
+      ::munmap(blocks[b], block);
     }
   }
 }

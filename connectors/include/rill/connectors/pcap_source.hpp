@@ -108,6 +108,7 @@ class pcap_source {
   /// for open(). Not thread-safe against open() on the same object.
   std::size_t split_count() const {
     layout_.clear();
+    opened_.v.clear();
     const std::size_t n = live_ ? 0 : options_.splits_per_file;
     for (std::size_t f = 0; f < files_.size(); ++f) {
       if (n == 0 || !pcap_split_reader::splittable(files_[f])) {
@@ -190,7 +191,9 @@ class pcap_source {
   };
 
   /// Opens split i (< split_count()). Blocking: opens the file, reads its header (and maps
-  /// it, for a split file), compiles the filter. Throws pcap_error (see the banner).
+  /// it, for a split file), compiles the filter. Throws pcap_error (see the banner). The
+  /// splits of one file share one mapping (pcap_split_reader::open_splits): the first
+  /// open() of any of them maps the file and keeps the others until their open().
   reader open(std::size_t split) const {
     if (layout_.empty()) split_count();
     const part& p = layout_.at(split);
@@ -200,7 +203,20 @@ class pcap_source {
       if (!options_.filter.empty()) r.set_filter(options_.filter);
       return reader{std::move(r), stats_, live_};
     }
-    auto r = pcap_split_reader::open(name, p.index, p.of, options_.records_per_chunk);
+    // The splits of one file share a mapping (pcap_split_reader::open_splits): opening the
+    // first one opens all, and the others wait here for their open().
+    auto& opened = opened_.v;
+    if (opened.size() != layout_.size()) {
+      opened.clear();
+      opened.resize(layout_.size());
+    }
+    if (!opened[split]) {
+      auto all = pcap_split_reader::open_splits(name, p.of, options_.records_per_chunk);
+      const std::size_t first = split - p.index;
+      for (std::size_t i = 0; i < p.of; ++i) opened[first + i] = std::move(all[i]);
+    }
+    auto r = std::move(*opened[split]);
+    opened[split].reset();
     if (!options_.filter.empty()) r.set_filter(options_.filter);
     return reader{std::move(r), stats_};
   }
@@ -215,6 +231,21 @@ class pcap_source {
   std::shared_ptr<pcap_source_stats> stats_;
   bool live_ = false;
   mutable std::vector<part> layout_;  // of the last split_count()
+  // Splits opened with a sibling but not yet handed out by open(), by layout position.
+  // A copy of the source starts with none (its open() maps the file again).
+  struct open_cache {
+    std::vector<std::optional<pcap_split_reader>> v;
+    open_cache() = default;
+    open_cache(const open_cache&) noexcept {}
+    open_cache& operator=(const open_cache&) noexcept {
+      v.clear();
+      return *this;
+    }
+    open_cache(open_cache&&) noexcept = default;
+    open_cache& operator=(open_cache&&) noexcept = default;
+    ~open_cache() = default;
+  };
+  mutable open_cache opened_;
 };
 
 }  // namespace rill

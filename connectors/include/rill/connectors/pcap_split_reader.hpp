@@ -19,8 +19,14 @@
 // order, on a regular file. Everything else (pcapng, older versions, the modified
 // "Kuznetzov" format, FIFOs, /dev/stdin) is not splittable; read it with pcap_reader.
 //
-// Each split walks every 16-byte record header from the start of the file (pointer += 16
-// + caplen, no copy) and decodes only the records of its own chunks. Round-robin chunks
+// Each split walks the 16-byte record headers from the start of the file (pointer += 16
+// + caplen, no copy) and decodes only the records of its own chunks. Splits opened
+// together by open_splits() share one mapping and the byte offsets of the chunk
+// boundaries: a split walks the headers of its own chunk before it decodes it and
+// publishes where the next chunk starts, and jumps over another split's chunk when its
+// end is already known (otherwise it walks that chunk's headers, as a split opened alone
+// by open() always does). Either way every split finds the same record boundaries, so
+// the records a split returns do not depend on the timing of the others. Round-robin chunks
 // keep the event times of the N splits close together, so a watermark (the minimum over
 // the splits) holds back little state. The union of the N splits is, record by record,
 // what pcap_reader::next(packet&) returns for the file: same packets, same truncated
@@ -37,7 +43,12 @@
 // returned once.
 //
 // Thread safety: a pcap_split_reader belongs to one thread (one worker) at a time.
-// Distinct objects, also of the same file: safe. Shared objects: unsafe. Movable.
+// Distinct objects, also of the same file and of one open_splits(): safe (the shared
+// boundaries are atomics). Shared objects: unsafe. Movable.
+//
+// Memory: the mapping is released in 8 MiB regions as the reading goes: a region once
+// every reader of the mapping (every split of one open_splits()) read past it, on the
+// thread of the reader that passed it last; the rest with the last reader.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +56,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "rill/connectors/packet.hpp"
 #include "rill/connectors/pcap_filter.hpp"
@@ -72,6 +84,14 @@ class pcap_split_reader {
   ///         split/splits/records_per_chunk.
   static pcap_split_reader open(const std::string& path, std::size_t split, std::size_t splits,
                                 std::size_t records_per_chunk = default_records_per_chunk);
+  /// Opens all `splits` (>= 1) splits of `path` at once, element i being split i: one
+  /// read-only mapping and one table of chunk boundaries for all of them, so each page of
+  /// the file is mapped once and a split mostly jumps over the other splits' chunks
+  /// instead of walking their headers. The readers may then move to different threads.
+  /// Blocking. Any thread. Throws what open() throws.
+  static std::vector<pcap_split_reader> open_splits(
+      const std::string& path, std::size_t splits,
+      std::size_t records_per_chunk = default_records_per_chunk);
 
   pcap_split_reader(pcap_split_reader&&) noexcept;
   pcap_split_reader& operator=(pcap_split_reader&&) noexcept;
@@ -100,24 +120,31 @@ class pcap_split_reader {
   const std::string& name() const noexcept { return probe_.name(); }
 
  private:
-  pcap_split_reader(pcap_reader probe, const std::byte* map, std::size_t size, std::size_t split,
+  struct shared_file;  // the mapping and the chunk boundaries of one open()/open_splits()
+  pcap_split_reader(pcap_reader probe, std::shared_ptr<shared_file> file, std::size_t split,
                     std::size_t splits, std::size_t records_per_chunk);
+  static std::shared_ptr<shared_file> map_file(const std::string& path, std::size_t splits,
+                                               std::size_t records_per_chunk);
   enum class step { record, end, special };
   step look(std::uint32_t& caplen) const noexcept;
   bool skip_chunk() noexcept;
+  void publish_chunk_end() noexcept;
+  void release_passed() noexcept;
   read_status special(packet& out, bool owned, bool& kept) noexcept;
-  void unmap() noexcept;
 
   pcap_reader probe_;  // validates at open; reads the special records
   std::unique_ptr<pcap_filter> filter_;  // set_filter; null: every record
+  std::shared_ptr<shared_file> file_;   // owns the mapping; map_ and size_ are its
   const std::byte* map_ = nullptr;
   std::size_t size_ = 0;
   std::size_t pos_ = 24;     // byte offset of the next record header
   std::uint64_t index_ = 0;  // record number of the record at pos_
+  std::size_t region_ = 0;   // first region of the map this reader has not passed
   std::size_t split_ = 0, splits_ = 1, per_chunk_ = default_records_per_chunk;
   int linktype_ = 0;
   std::uint32_t snapshot_ = 0;
   bool swapped_ = false, nano_ = false, done_ = false;
+  bool shared_ = false;  // other splits read file_: publish the end of each own chunk
   read_status end_ = read_status::end_of_file;
   pcap_reader_counters counters_;
 };
