@@ -35,6 +35,19 @@ final class Common {
     return m;
   }
 
+  /**
+   * Deletes `dir` and everything under it (a Kafka Streams state dir made with
+   * Files.createTempDirectory), after the KafkaStreams instance using it closed, so that
+   * runs leave no /tmp/ks-* behind. Errors are ignored: a dir left over is only litter.
+   */
+  static void deleteTree(java.nio.file.Path dir) {
+    try (var paths = java.nio.file.Files.walk(dir)) {
+      paths.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+    } catch (java.io.IOException | java.io.UncheckedIOException e) {
+      // litter only
+    }
+  }
+
   static String need(Map<String, String> a, String k) {
     String v = a.get(k);
     if (v == null) {

@@ -127,7 +127,8 @@ public final class FlowCount {
     boolean eos = a.getOrDefault("eos", "0").equals("1");
     p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, eos ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE);
     p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, eos ? 100 : 1000);
-    p.put(StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("ks-flowcount").toString());
+    java.nio.file.Path stateDir = Files.createTempDirectory("ks-flowcount");
+    p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
     p.put(StreamsConfig.DEFAULT_TIMESTAMP_EXTRACTOR_CLASS_CONFIG, PacketTime.class.getName());
     p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5); // rill's kafka_sink
     p.put(StreamsConfig.mainConsumerPrefix("interceptor.classes"), Counter.class.getName());
@@ -176,6 +177,7 @@ public final class FlowCount {
     for (var m : ks.metrics().entrySet())
       if (m.getKey().name().equals("dropped-records-total")) dropped += ((Number) m.getValue().metricValue()).doubleValue();
     boolean clean = ks.close(Duration.ofSeconds(60));
+    Common.deleteTree(stateDir);
     long t1 = System.nanoTime(), cpu1 = Common.cpuNanos();
     double busy = (since - t0) / 1e9 + (t1 - closeStart) / 1e9;
     System.out.printf("%s consumed=%d dropped=%.0f seconds=%.3f cpu=%.3f clean=%b store=%s guarantee=%s%n",

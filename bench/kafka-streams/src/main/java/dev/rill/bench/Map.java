@@ -118,7 +118,8 @@ public final class Map {
     p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
     p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, threads);
     p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 1000);
-    p.put(StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("ks-map").toString());
+    java.nio.file.Path stateDir = Files.createTempDirectory("ks-map");
+    p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
     p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5);
     p.put(StreamsConfig.producerPrefix(ProducerConfig.INTERCEPTOR_CLASSES_CONFIG), AckCounter.class.getName());
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
@@ -139,6 +140,7 @@ public final class Map {
         throw new IllegalStateException("only " + acked.get() + " of " + n + " acked in 300 s");
       ks.close(java.time.Duration.ofSeconds(60));
     }
+    Common.deleteTree(stateDir);
     return new double[] {(t1 - t0) / 1e9, (cpu1 - cpu0) / 1e9};
   }
 }

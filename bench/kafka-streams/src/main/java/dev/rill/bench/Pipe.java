@@ -43,7 +43,8 @@ public final class Pipe {
     p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, threads);
     p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, eos ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE);
     p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, eos ? 100 : 1000);
-    p.put(StreamsConfig.STATE_DIR_CONFIG, Files.createTempDirectory("ks-pipe").toString());
+    java.nio.file.Path stateDir = Files.createTempDirectory("ks-pipe");
+    p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
     p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5);
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
     Common.producerConfig(p, a.getOrDefault("producer-config", ""));
@@ -58,6 +59,7 @@ public final class Pipe {
     KafkaStreams ks = new KafkaStreams(b.build(), p);
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       ks.close(java.time.Duration.ofSeconds(30));
+      Common.deleteTree(stateDir);
       stop.countDown();
     }));
     ks.setStateListener((now, before) -> {
