@@ -30,7 +30,7 @@ int generator(const config& c) {
   auto& lat = m.cell(m.add_histogram("rill_generator_round_trip_seconds", "real request round trip", 1e-9), 0);
   auto& sent_total = m.cell(m.add_counter("rill_generator_records_sent_total", "records sent"), 0);
   std::vector<std::byte> chunk;  // records built in place, handed to the sink at once
-  const auto t0 = clk::now();
+  auto t0 = clk::now();  // reset when both connections are up (start_when_connected)
   auto next_real = t0;
   bool closing = false;
   asio::steady_timer tick{io}, deadline{io};
@@ -101,9 +101,24 @@ int generator(const config& c) {
     });
   };
   out.on_writable([&] { asio::post(io, [&] { pump(); }); });
+  // The clock starts once the records can flow and the answers can come back, as in
+  // bench/tcp_chain_baseline, whose generator starts after the whole chain has connected:
+  // a request stamped before would measure the connection set-up (sinks retry with a
+  // backoff of 10 ms and more), and the rate would owe a burst for the time it waited.
+  asio::steady_timer start{io};
+  std::function<void()> start_when_connected = [&] {
+    if (out.connected() && back.stats().connections.load() > 0) {
+      t0 = next_real = clk::now();
+      return pump();
+    }
+    start.expires_after(1ms);
+    start.async_wait([&](auto ec) {
+      if (!ec) start_when_connected();
+    });
+  };
   back.start();
   out.start();
-  asio::post(io, [&] { pump(); });
+  asio::post(io, [&] { start_when_connected(); });
   std::thread answers([&] { answers_io.run(); });
   io.run();
   answers_io.stop();  // io ran out of work without a stop_both(): end the answers loop too
