@@ -2,8 +2,9 @@
 # The five-role streamed-sockets latency test on loopback.
 #   scripts/streamed_sockets.sh [--bytes N] [--rate GB/s] [--tick us] [--real-rate N/s] [--no-disk]
 #                               [--nagle] [--bin PATH] [--work DIR] [--base-port P]
-# Starts terminator, processor, forwarder, indexer and generator in REVERSE order of the
-# data flow and then in a shuffled order is fine too (sinks retry until their peer listens).
+# Starts terminator, processor, forwarder, indexer and generator in reverse order of the
+# data flow, each once the ones it connects to listen (any order works, sinks retry until
+# their peer listens, but a retry waits a backoff of 10 ms or more).
 # Prints the generator's latency line and the terminator's GB/s, then checks that the
 # indexer's and forwarder's segment files have the same MD5 (unless --no-disk).
 # Default: 1 GiB as fast as possible, 1000 real requests/s, disk on.
@@ -65,11 +66,30 @@ pids=()
 declare -A role_of
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-"$bin" --role terminator --in listen:$L:$p_term --back listen:$L:$p_tap >"$work/terminator.log" 2>&1 & pids+=($!); role_of[$!]=terminator
-"$bin" --role processor --in listen:$L:$p_proc --out connect:$L:$p_term --back connect:$L:$p_gen "${nagle[@]}" >"$work/processor.log" 2>&1 & pids+=($!); role_of[$!]=processor
-"$bin" --role forwarder --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_fwd[@]}" "${nagle[@]}" >"$work/forwarder.log" 2>&1 & pids+=($!); role_of[$!]=forwarder
-"$bin" --role generator --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" "${tick[@]}" --real-rate "$real" "${nagle[@]}" >"$work/generator.log" 2>&1 & pids+=($!); role_of[$!]=generator
-"$bin" --role indexer --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}" >"$work/indexer.log" 2>&1 & pids+=($!); role_of[$!]=indexer
+# start ROLE PORT... -- ARGS: runs one role in the background, then waits until it listens
+# on every PORT (or has exited: the wait below reports it). Each role starts after the
+# ones it connects to listen, so its sinks connect at the first try instead of after a
+# backoff; the generator, last, starts its clock once its two connections are up.
+start() {
+  local role=$1 ports=() p i
+  shift
+  while [ "$1" != -- ]; do ports+=("$1"); shift; done
+  shift
+  "$bin" --role "$role" "$@" >"$work/$role.log" 2>&1 & pids+=($!); role_of[$!]=$role
+  for p in "${ports[@]}"; do
+    for ((i = 0; i < 2000; i++)); do  # up to about 10 s
+      awk -v p="$(printf ':%04X' "$p")" '$2 ~ p"$" && $4 == "0A" { f = 1 } END { exit !f }' \
+        /proc/net/tcp && break
+      kill -0 "${pids[-1]}" 2>/dev/null || break
+      sleep 0.005
+    done
+  done
+}
+start terminator $p_term $p_tap -- --in listen:$L:$p_term --back listen:$L:$p_tap
+start processor $p_proc -- --in listen:$L:$p_proc --out connect:$L:$p_term --back connect:$L:$p_gen "${nagle[@]}"
+start forwarder $p_fwd -- --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_fwd[@]}" "${nagle[@]}"
+start indexer $p_idx -- --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}"
+start generator -- --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" "${tick[@]}" --real-rate "$real" "${nagle[@]}"
 
 # Wait for the roles in the order they end; the first that fails stops the rest (the
 # others would wait for their peer forever) and its log is shown.

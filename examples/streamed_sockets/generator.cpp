@@ -1,44 +1,65 @@
 // generator.cpp — streamed_sockets --role generator. See roles.hpp and main.cpp.
+//
+// Two threads, as bench/tcp_chain_baseline's generator: the main loop builds and sends
+// the records; the answers arrive on an io_context of their own, so a request's round
+// trip never waits behind the build and send of a 256 KiB chunk, nor behind the main
+// thread's scheduling (a thread that only receives answers uses little CPU, and the
+// kernel runs it soon after it wakes).
+#include <atomic>
+#include <thread>
+
 #include "roles.hpp"
 
 namespace streamed_sockets {
 
 int generator(const config& c) {
-  asio::io_context io{1};
+  asio::io_context io{1}, answers_io{1};
   rill::tcp_sink out{io, sink_opts(c, c.out.at(0), "generator->indexer")};
-  rill::tcp_receiver back{io, source_opts(c.back, "generator<-processor")};
+  rill::tcp_receiver back{answers_io, source_opts(c.back, "generator<-processor")};
   log_errors(out);
   const std::uint64_t total = c.bytes / blob;
   const auto real_every = std::chrono::nanoseconds(std::int64_t(1e9 / c.real_per_s));
-  std::uint64_t sent = 0, real_sent = 0, real_got = 0;
-  // Round trip of the real requests, ns (served on --metrics-port while it runs).
+  std::uint64_t sent = 0;
+  // real_sent: written by the main thread; real_got: by the answers thread. closed: set
+  // by the main thread once everything was sent and the connection shut down.
+  std::atomic<std::uint64_t> real_sent{0}, real_got{0};
+  std::atomic<bool> closed{false};
+  // Round trip of the real requests, ns (served on --metrics-port while it runs); its
+  // cell's one writer is the answers thread.
   auto& m = *c.metrics;
   auto& lat = m.cell(m.add_histogram("rill_generator_round_trip_seconds", "real request round trip", 1e-9), 0);
   auto& sent_total = m.cell(m.add_counter("rill_generator_records_sent_total", "records sent"), 0);
   std::vector<std::byte> chunk;  // records built in place, handed to the sink at once
-  const auto t0 = clk::now();
+  auto t0 = clk::now();  // reset when both connections are up (start_when_connected)
   auto next_real = t0;
-  bool closing = false, closed = false;  // closed: everything sent, connection shut down
+  bool closing = false;
   asio::steady_timer tick{io}, deadline{io};
 
+  // Both loops end when the last answer is in after the close (or at the deadline).
+  auto all_answered = [&] { return closed.load() && real_got.load() == real_sent.load(); };
+  auto stop_both = [&] {
+    io.stop();
+    answers_io.stop();
+  };
   back.on_records([&](std::uint64_t, std::span<const std::span<const std::byte>> recs) {
     const auto t = now_ns();
-    for (auto r : recs) {
-      lat.record(t - get64(r.data() + 16));
-      ++real_got;
-    }
-    if (closing && closed && real_got == real_sent) io.stop();
+    for (auto r : recs) lat.record(t - get64(r.data() + 16));
+    real_got.fetch_add(recs.size());
+    if (all_answered()) stop_both();
     return true;
   });
   auto finish = [&] {
     closing = true;
     out.close([&] {
       closed = true;
-      if (real_got == real_sent) io.stop();
+      // An answer that came in before `closed` was set found it false: look again there.
+      asio::post(answers_io, [&] {
+        if (all_answered()) stop_both();
+      });
     });
     deadline.expires_after(30s);  // bound the wait for the last responses
     deadline.async_wait([&](auto ec) {
-      if (!ec) io.stop();
+      if (!ec) stop_both();
     });
   };
   // Writes what is due now: fake records up to rate * elapsed (all of them when rate = 0),
@@ -62,7 +83,7 @@ int generator(const config& c) {
         if (now >= next_real) {
           r[8] = std::byte{1};
           put64(r + 16, now_ns());
-          put64(r + 24, real_sent++);
+          put64(r + 24, real_sent.fetch_add(1));
           next_real += real_every;
         } else {
           put64(r + 24, sent + i);
@@ -80,23 +101,49 @@ int generator(const config& c) {
     });
   };
   out.on_writable([&] { asio::post(io, [&] { pump(); }); });
+  // The clock starts once the records can flow and the answers can come back, as in
+  // bench/tcp_chain_baseline, whose generator starts after the whole chain has connected:
+  // a request stamped before would measure the connection set-up (sinks retry with a
+  // backoff of 10 ms and more), and the rate would owe a burst for the time it waited.
+  // After connect_wait it starts anyway (a peer that never comes must not hang the run:
+  // the records wait in the sink, and unanswered requests make the exit status 1).
+  constexpr auto connect_wait = 10s;
+  asio::steady_timer start{io};
+  const auto waiting_since = clk::now();
+  std::function<void()> start_when_connected = [&] {
+    const bool up = out.connected() && back.stats().connections.load() > 0;
+    if (up || clk::now() - waiting_since >= connect_wait) {
+      if (!up)
+        std::fprintf(stderr, "generator: not connected after %lld s (indexer and processor): "
+                     "starting anyway\n", (long long)connect_wait.count());
+      t0 = next_real = clk::now();
+      return pump();
+    }
+    start.expires_after(1ms);
+    start.async_wait([&](auto ec) {
+      if (!ec) start_when_connected();
+    });
+  };
   back.start();
   out.start();
-  asio::post(io, [&] { pump(); });
+  asio::post(io, [&] { start_when_connected(); });
+  std::thread answers([&] { answers_io.run(); });
   io.run();
+  answers_io.stop();  // io ran out of work without a stop_both(): end the answers loop too
+  answers.join();
   const double el = std::chrono::duration<double>(clk::now() - t0).count();
   auto pct = [&](double p) { return double(lat.quantile(p / 100)) / 1e6; };  // within 3.1%
   std::printf(
       "generator: sent %llu records (%.3f GB) in %.2f s = %.3f GB/s offered; real requests %llu, "
       "answered %llu\n",
       (unsigned long long)sent, double(sent * blob) / 1e9, el, double(sent * blob) / 1e9 / el,
-      (unsigned long long)real_sent, (unsigned long long)real_got);
+      (unsigned long long)real_sent.load(), (unsigned long long)real_got.load());
   std::printf(
       "latency: average %.3f ms, p1/p10/p50/p90/p99/p99.9 = %.3f/%.3f/%.3f/%.3f/%.3f/%.3f ms (N = "
       "%llu)\n",
       lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), pct(99.9),
       (unsigned long long)lat.count());
-  return real_got == real_sent ? 0 : 1;
+  return real_got.load() == real_sent.load() ? 0 : 1;
 }
 
 }  // namespace streamed_sockets
