@@ -105,6 +105,39 @@ TEST(keyed_stream, c20a_bounded_source_fires_pending_windows_at_end) {
   }
 }
 
+// The stall detector names the window stage: a record whose fold (the aggregate's add)
+// spins 300 ms is one stall of at least 300 ms on operator "slow window", not an
+// unnamed one. 1 worker, threshold 100 ms; the other two adds return at once.
+TEST(keyed_stream, stall_inside_a_window_names_the_window) {
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .stall_threshold = 100ms}};
+  auto out = std::make_shared<collected<ids_row>>();
+  auto j = rill::from(rill::vector_source<ev>{records_at({1000, 2000, 12500})})
+               .key_by(key_of)
+               .window(rill::tumbling{10000ms}, {.max_delay = 5000ms})
+               .name("slow window")
+               .aggregate(
+                   std::vector<int>{},
+                   [](std::vector<int>& acc, const ev& e) {
+                     if (e.id == 2000) {
+                       const auto until = std::chrono::steady_clock::now() + 300ms;
+                       while (std::chrono::steady_clock::now() < until) {
+                       }
+                     }
+                     add_id(acc, e);
+                   },
+                   merge_ids)
+               .sink([out](ids_result&& r) { out->add(to_row(std::move(r))); }, "rows");
+  ::testing::internal::CaptureStderr();
+  const auto rep = rt.run(j);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rep.stalls.size(), 1u) << err;
+  EXPECT_EQ(rep.stalls[0].op, "slow window") << err;
+  EXPECT_GE(rep.stalls[0].duration, 300ms);
+  EXPECT_NE(err.find("ran operator 'slow window' for 0."), std::string::npos) << err;
+  std::sort(out->items.begin(), out->items.end());
+  EXPECT_EQ(out->items, (std::vector<ids_row>{{0, 0, 10000, {1000, 2000}, false}, {0, 10000, 20000, {12500}, false}}));
+}
+
 // Emits `records` in its first poll and then asks the runtime to stop. Were it polled
 // again it would emit a record at 50000 ms (the driver must not poll after a stop).
 struct stopping_source {

@@ -98,6 +98,7 @@ struct keyed_window_stage final
   Late late_fn;
   runtime* rt;
   stage_counters* c;
+  named_op op;  // marks the stage for the stall detector on the loop's calls
   stage_in<output, P>* down = nullptr;
   std::size_t inputs_left;
   // Output progress (docs/design.md "Keyed windows"): `sent` is the watermark downstream
@@ -134,10 +135,10 @@ struct keyed_window_stage final
   Hash hash_fn;
 
   keyed_window_stage(Assigner a, window_options o, Agg g, std::size_t inputs, KeyFn k, Late l, Hash h, runtime* r,
-                     stage_counters* cs, worker* w)
+                     stage_counters* cs, worker* w, named_op nop)
       : resumable_stage<keyed_window_stage, call>(w),
         agg(a, o, g, inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{}, h),
-        key(std::move(k)), late_fn(std::move(l)), rt(r), c(cs), inputs_left(inputs), assigner(a), lane_options(o),
+        key(std::move(k)), late_fn(std::move(l)), rt(r), c(cs), op(nop), inputs_left(inputs), assigner(a), lane_options(o),
         agg_fn(std::move(g)), hash_fn(std::move(h)) {
     lane_options.idle_timeout = std::chrono::nanoseconds{0};  // a lane's one input is its partition
   }
@@ -195,6 +196,7 @@ struct keyed_window_stage final
   std::optional<std::pair<std::size_t, event_time>> held;  // a marker that arrived after the last record
 
   void on_record(std::size_t in, record<keyed<T>, P>&& r) override {
+    operator_scope running{op.slot, op.name};
     agg.prefetch(r.value.hash, r.time);
     event_time before = event_time_min;
     if (held) {
@@ -258,6 +260,7 @@ struct keyed_window_stage final
     this->submit({call::kind::progress, in, t, {}, std::nullopt});
   }
   void on_progress(std::size_t in, event_time t) override {
+    operator_scope running{op.slot, op.name};
     if (count == 0 && !held) return apply_progress(in, t);
     if (held && held->first == in) {  // frontiers of one input only grow: keep the latest
       held->second = std::max(held->second, t);
@@ -268,13 +271,17 @@ struct keyed_window_stage final
     held.emplace(in, t);
   }
   void on_end(std::size_t in) override {
+    operator_scope running{op.slot, op.name};
     process_waiting();
     this->submit({call::kind::end, in, {}, {}, std::nullopt});
   }
   /// Processes what waits in the look-ahead, tells downstream the watermark (`sent`),
   /// pushes downstream buffers on; false while busy (suspended or holding inputs).
   bool on_flush() override {
-    process_waiting();
+    {
+      operator_scope running{op.slot, op.name};
+      process_waiting();
+    }
     tell();
     const bool d = down->on_flush();
     return d && !this->busy();
@@ -283,6 +290,7 @@ struct keyed_window_stage final
   bool ready() override { return !this->busy() && down->ready(); }
   /// The idle-input ticker; skipped while busy (the next tick does its work).
   void tick(steady_time t) {
+    operator_scope running{op.slot, op.name};
     process_waiting();
     tell();
     if (!this->busy()) this->submit({call::kind::tick, 0, {}, t, std::nullopt});
@@ -425,9 +433,11 @@ class windowed_stream {
     return stream<out, P>([prev = std::move(s_).attach(), key = key_, a = assigner_, o = opts_, late = late_,
                            name = name_, h = hash_, g](job_builder& b, stage_factory<out, P> down) {
       const auto idx = b.metrics().add_stage(name);
+      auto n = std::make_shared<std::string>(name);
       prev(b, [=, &b](build_context& ctx) -> stage_in<detail::keyed<T>, P>* {
+        ctx.keep_alive->push_back(n);
         auto* s = ctx.make<stage>(a, o, g, ctx.inputs, key, late, h, &b.rt(), &ctx.metrics->at(idx, ctx.worker_id),
-                                  ctx.w);
+                                  ctx.w, detail::named_op_of(ctx, n.get()));
         auto sub = ctx;
         sub.inputs = 1;
         s->down = down(sub);

@@ -95,16 +95,13 @@ constexpr wide floor_div_wide(wide n, wide d) noexcept {
 }
 constexpr wide ns_of(event_time t) noexcept { return t.time_since_epoch().count(); }
 
-/// murmur3's fmix64 finaliser: spreads std::hash-like (identity) integer hashes over all
-/// bits (`% workers` and the open-addressing tables use different bits).
+/// Spreads std::hash-like (identity) integer hashes over all bits (`% workers` and the
+/// open-addressing tables use different bits): the 128-bit product with a 64-bit odd
+/// constant, its two halves xor-ed (the "folded multiply" of wyhash and of Go's and
+/// Rust's aHash fallback). One multiply: it is on every record's path.
 constexpr std::size_t mix_hash(std::size_t h) noexcept {
-  std::uint64_t x = h;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return std::size_t(x);
+  const unsigned __int128 p = static_cast<unsigned __int128>(h) * 0x9e3779b97f4a7c15ULL;
+  return std::size_t(std::uint64_t(p) ^ std::uint64_t(p >> 64));
 }
 
 /// A key together with the hash key_by computed for it: the table never hashes again.

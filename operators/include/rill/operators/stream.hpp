@@ -606,8 +606,9 @@ class stream {
   /// Routes each record to worker hash(key(value)) % workers and returns a keyed stream
   /// (rill::keyed_stream) that keeps the key type K = key's return type. `hash` hashes a
   /// K (default rill::default_hash<K>: std::hash, else boost::hash); the result is mixed
-  /// (murmur3 fmix64) before `% workers`. Exchange: batches of 256 records, 64 batches
-  /// per destination inbox (bounded; full = backpressure to the source).
+  /// (detail::mix_hash: a folded 128-bit multiply) before `% workers`. Exchange: batches
+  /// of 256 records, 64 batches per destination inbox (bounded; full = backpressure to
+  /// the source).
   template <class KeyFn, class Hash = default_hash<std::remove_cvref_t<std::invoke_result_t<KeyFn&, const T&>>>>
   auto key_by(KeyFn key, Hash hash = {}) && {
     static_assert(std::is_invocable_v<KeyFn&, const T&>,
