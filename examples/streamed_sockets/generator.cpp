@@ -6,6 +6,7 @@
 // thread's scheduling (a thread that only receives answers uses little CPU, and the
 // kernel runs it soon after it wakes).
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "roles.hpp"

@@ -138,8 +138,8 @@ struct keyed_window_stage final
                      stage_counters* cs, worker* w, named_op nop)
       : resumable_stage<keyed_window_stage, call>(w),
         agg(a, o, g, inputs, o.idle_timeout.count() > 0 ? std::chrono::steady_clock::now() : steady_time{}, h),
-        key(std::move(k)), late_fn(std::move(l)), rt(r), c(cs), op(nop), inputs_left(inputs), assigner(a), lane_options(o),
-        agg_fn(std::move(g)), hash_fn(std::move(h)) {
+        key(std::move(k)), late_fn(std::move(l)), rt(r), c(cs), op(nop), inputs_left(inputs), assigner(a),
+        lane_options(o), agg_fn(std::move(g)), hash_fn(std::move(h)) {
     lane_options.idle_timeout = std::chrono::nanoseconds{0};  // a lane's one input is its partition
   }
   ~keyed_window_stage() override { this->unwind(); }
