@@ -208,6 +208,35 @@ TEST(watermark_tracker, subtraction_saturates_at_the_sentinels) {
   EXPECT_EQ(wm.current(), event_time_max);
 }
 
+// One input that never idles (the tracker's sole-input path): W after each observe() of
+// a rising time, at the edges where t - delay saturates. Delay 10 ns.
+TEST(watermark_tracker, sole_input_saturates_at_the_edges) {
+  rill::manual_clock clk;
+  watermark_tracker wm{1, 10ns, 0s, clk.now()};
+  wm.observe(0, event_time_min + 1ns, clk.now());
+  EXPECT_EQ(wm.current(), event_time_min);  // -2^63 + 1 - 10 underflows: -infinity
+  wm.observe(0, event_time_min + 9ns, clk.now());
+  EXPECT_EQ(wm.current(), event_time_min);  // -2^63 + 9 - 10 underflows
+  wm.observe(0, event_time_min + 10ns, clk.now());
+  EXPECT_EQ(wm.current(), event_time_min);  // -2^63 + 10 - 10 = -2^63 exactly
+  wm.observe(0, event_time_min + 11ns, clk.now());
+  EXPECT_EQ(wm.current(), event_time_min + 1ns);
+  wm.observe(0, at(5ns), clk.now());
+  EXPECT_EQ(wm.current(), at(-5ns));  // 5 - 10
+  wm.observe(0, at(3ns), clk.now());
+  EXPECT_EQ(wm.current(), at(-5ns));  // an older time does not move W
+  wm.observe(0, event_time_max - 1ns, clk.now());
+  EXPECT_EQ(wm.current(), event_time_max - 11ns);  // 2^63 - 2 - 10: finite
+  wm.observe(0, event_time_max, clk.now());
+  EXPECT_EQ(wm.current(), event_time_max);  // +infinity - 10 ns = +infinity
+
+  watermark_tracker zero{1, 0ns, 0s, clk.now()};  // delay 0: W = the largest time itself
+  zero.observe(0, event_time_min + 1ns, clk.now());
+  EXPECT_EQ(zero.current(), event_time_min + 1ns);
+  zero.observe(0, at(-7ns), clk.now());
+  EXPECT_EQ(zero.current(), at(-7ns));
+}
+
 TEST(watermark_tracker, bad_configuration_throws_config_error_with_key) {
   rill::manual_clock clk;
   auto key_of = [&](auto make) -> std::string {

@@ -115,7 +115,7 @@ class watermark_tracker {
     if (sole_live_) {  // W = largest - max_delay: no activity bookkeeping, no scan
       if (t > s.largest) {
         s.largest = t;
-        current_ = std::max(current_, detail::saturating_sub(t, max_delay_));
+        current_ = sole_watermark(t);
       }
       return;
     }
@@ -213,6 +213,19 @@ class watermark_tracker {
     bool ended;
   };
 
+  // saturating_sub(t, max_delay_) for t > event_time_min, without branches. With one
+  // input that never idles or ends (sole_live_), W is exactly this of the largest time:
+  // both only rise, so observe() sets W without comparing it with the old one.
+  event_time sole_watermark(event_time t) const noexcept {
+    const std::int64_t v = t.time_since_epoch().count();
+    // v - max_delay in unsigned arithmetic (defined on wrap-around); the selects below
+    // replace a wrapped value (v below sole_floor_) and +infinity.
+    std::int64_t w = std::int64_t(std::uint64_t(v) - std::uint64_t(max_delay_.count()));
+    w = v < sole_floor_ ? std::numeric_limits<std::int64_t>::min() : w;
+    w = v == std::numeric_limits<std::int64_t>::max() ? v : w;
+    return event_time{std::chrono::nanoseconds{w}};
+  }
+
   // observe() of an ended input (ignored) or an idle one (active again).
   [[gnu::noinline]] void observe_inactive(input_state& s, event_time t, steady_time now) noexcept {
     if (s.ended) return;
@@ -254,6 +267,8 @@ class watermark_tracker {
   bool sole_live_ = false;
   std::chrono::nanoseconds max_delay_;
   std::chrono::nanoseconds idle_timeout_;
+  // event_time_min + max_delay in ns: below it, t - max_delay saturates at -infinity.
+  std::int64_t sole_floor_ = std::numeric_limits<std::int64_t>::min() + max_delay_.count();
   event_time current_ = event_time_min;
 };
 

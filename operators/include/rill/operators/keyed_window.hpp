@@ -254,7 +254,7 @@ class keyed_window_aggregator {
   void prefetch(std::size_t hash, event_time t) const noexcept {
     if constexpr (!detail::is_session<Assigner>) {
       const std::int64_t ns = t.time_since_epoch().count();
-      if (hot_ != nullptr && ns >= cached_lo_ && ns < cached_hi_) hot_->accs.prefetch(hash);
+      if (slice_table* h = hot_for(ns)) h->accs.prefetch(hash);
     }
   }
 
@@ -337,7 +337,7 @@ class keyed_window_aggregator {
     last_bucket_ = timers_.end();
     slices_.clear();
     last_slice_ = slices_.end();
-    hot_ = nullptr;
+    set_hot(nullptr);
     next_fire_ = event_time_max;
     window_valid_ = false;
     entries_ = 0;
@@ -478,11 +478,21 @@ class keyed_window_aggregator {
     return it->second;
   }
 
+  // The table of the cached slice when ns lies in it, else nullptr: one unsigned compare
+  // (ns - lo wraps to a large value below lo; hot_span_ is 0 without a hot table).
+  slice_table* hot_for(std::int64_t ns) const noexcept {
+    return std::uint64_t(ns) - std::uint64_t(cached_lo_) < hot_span_ ? hot_ : nullptr;
+  }
+  void set_hot(slice_table* t) noexcept {
+    hot_ = t;
+    hot_span_ = t != nullptr ? std::uint64_t(cached_hi_) - std::uint64_t(cached_lo_) : 0;
+  }
+
   // Slice index of t; the last slice's bounds are cached (no division per record).
   std::int64_t slice_index(event_time t) noexcept {
     const std::int64_t ns = t.time_since_epoch().count();
     if (ns >= cached_lo_ && ns < cached_hi_) return cached_j_;
-    hot_ = nullptr;
+    set_hot(nullptr);
     cached_j_ = floor_div(ns, slice_);
     const event_time lo = detail::clamp_time(detail::wide(cached_j_) * slice_);
     cached_lo_ = lo.time_since_epoch().count();
@@ -494,7 +504,7 @@ class keyed_window_aggregator {
   // Folds into (slice j, key); true when the entry is new.
   bool fold_into(std::int64_t j, const K& key, std::size_t hash, const T& value, std::shared_ptr<ack_token>&& ack) {
     slice_table& sl = slice_of(j);
-    if (j == cached_j_) hot_ = &sl;
+    if (j == cached_j_) set_hot(&sl);
     return fold_slice(sl, key, hash, value, std::move(ack));
   }
   [[gnu::always_inline]] bool fold_slice(slice_table& sl, const K& key, std::size_t hash, const T& value,
@@ -519,8 +529,8 @@ class keyed_window_aggregator {
   [[gnu::always_inline]] void fold_in_time(const K& key, std::size_t hash, const T& value, event_time t,
                     std::shared_ptr<ack_token>&& ack) {
     const std::int64_t ns = t.time_since_epoch().count();
-    if (hot_ != nullptr && ns >= cached_lo_ && ns < cached_hi_) [[likely]] {
-      fold_slice(*hot_, key, hash, value, std::move(ack));
+    if (slice_table* h = hot_for(ns)) [[likely]] {
+      fold_slice(*h, key, hash, value, std::move(ack));
       return;
     }
     fold_other_slice(key, hash, value, t, std::move(ack));
@@ -609,7 +619,7 @@ class keyed_window_aggregator {
         if (plus_lateness(win_end(k_last(it->first))) <= w) {
           entries_ -= it->second.accs.size();
           if (last_slice_ == it) last_slice_ = slices_.end();
-          if (hot_ == &it->second) hot_ = nullptr;
+          if (hot_ == &it->second) set_hot(nullptr);
           it = slices_.erase(it);
         } else {
           if (has_acks_) it->second.acks.clear();
@@ -885,6 +895,7 @@ class keyed_window_aggregator {
   event_time next_fire_ = event_time_max;  // end of the next window to fire
   std::int64_t cached_j_ = 0, cached_lo_ = 0, cached_hi_ = 0;  // slice_index's last slice
   slice_table* hot_ = nullptr;  // the table of slice cached_j_, once it exists
+  std::uint64_t hot_span_ = 0;   // cached_hi_ - cached_lo_ while hot_ is set, else 0
   struct stacked {
     std::int64_t j = 0;
     acc_table suffix;  // merge of this slice and every newer one of the front part
