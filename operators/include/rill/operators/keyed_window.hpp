@@ -662,18 +662,21 @@ class keyed_window_aggregator {
       }
       slide_window(lo, hi);
       const acc_table* front = front_head_ < front_.size() ? &front_[front_head_].suffix : nullptr;
+      std::size_t in_both = 0;  // keys of back_ met in front: all of them, usually
       if (front) {
         for (const auto& [hk, a] : *front) {
           auto b = back_.find(hk);
           if (b == back_.end()) {
             deliver(hk.key, start, end, agg_.result(a), nullptr, false, on_result);
           } else {
+            ++in_both;
             accumulator acc = a;
             agg_.merge(acc, b->second);
             deliver(hk.key, start, end, agg_.result(acc), nullptr, false, on_result);
           }
         }
       }
+      if (in_both == back_.size()) return;  // no key of back_ is missing from front
       for (const auto& [hk, a] : back_)
         if (!front || front->find(hk) == front->end())
           deliver(hk.key, start, end, agg_.result(a), nullptr, false, on_result);
