@@ -94,6 +94,7 @@ class watermark_tracker {
       throw config_error("watermark.max_delay", "watermark.max_delay must be >= 0");
     if (idle_timeout < std::chrono::nanoseconds::zero())
       throw config_error("watermark.idle_timeout", "watermark.idle_timeout must be >= 0");
+    sole_floor_ = std::numeric_limits<std::int64_t>::min() + max_delay.count();  // max_delay >= 0 here
     inputs_.assign(inputs, input_state{event_time_min, now, false, false});
     one_input_ = inputs == 1;
     sole_live_ = one_input_ && idle_timeout == std::chrono::nanoseconds::zero();
@@ -268,7 +269,7 @@ class watermark_tracker {
   std::chrono::nanoseconds max_delay_;
   std::chrono::nanoseconds idle_timeout_;
   // event_time_min + max_delay in ns: below it, t - max_delay saturates at -infinity.
-  std::int64_t sole_floor_ = std::numeric_limits<std::int64_t>::min() + max_delay_.count();
+  std::int64_t sole_floor_ = 0;
   event_time current_ = event_time_min;
 };
 
