@@ -22,7 +22,8 @@
 //      librdkafka thread behind
 //  11. exactly-once: the source and the transactional sink must be linked; a keyed count
 //      through transactions reaches a read_committed reader once per (key, window); an
-//      output librdkafka refuses fails the run and its transaction is aborted
+//      output librdkafka refuses (at produce, or in its delivery report) fails the run
+//      and its transaction is aborted
 //  12. kafka_repartition: the topic's name and its checks; a keyed count through the
 //      repartition topic equals a brute-force count, every message of the topic sits in
 //      the partition of Kafka's default partitioner (murmur2 of its key); an existing
@@ -165,6 +166,34 @@ class KafkaMock : public ::testing::Test {
     std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
     k->subscribe({"out"});
     return k;
+  }
+  /// The values a read_committed reader of partition 0 of `t` sees from its start up to
+  /// the partition EOF (the last stable offset): assigned, no group to join. nullopt when
+  /// the EOF does not come within 10 s.
+  std::optional<std::vector<std::string>> committed_values(const char* t) {
+    std::string e;
+    std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    c->set("bootstrap.servers", brokers_, e);
+    c->set("group.id", std::string("eof-reader-") + t, e);
+    c->set("isolation.level", "read_committed", e);
+    c->set("enable.partition.eof", "true", e);
+    std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+    std::vector<RdKafka::TopicPartition*> tps{
+        RdKafka::TopicPartition::create(t, 0, RdKafka::Topic::OFFSET_BEGINNING)};
+    const auto assigned = k->assign(tps);
+    RdKafka::TopicPartition::destroy(tps);
+    std::vector<std::string> out;
+    bool at_end = false;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (assigned == RdKafka::ERR_NO_ERROR && !at_end && std::chrono::steady_clock::now() < until) {
+      std::unique_ptr<RdKafka::Message> m(k->consume(100));
+      if (m && m->err() == RdKafka::ERR__PARTITION_EOF) at_end = true;
+      if (!m || m->err()) continue;
+      out.emplace_back(static_cast<const char*>(m->payload()), m->len());
+    }
+    k->close();
+    if (!at_end) return std::nullopt;
+    return out;
   }
 
   rd_kafka_t* holder_ = nullptr;
@@ -1042,31 +1071,11 @@ TEST_F(KafkaMock, ExactlyOnceRefusedOutputFailsTheRunInsteadOfSkippingIt) {
   EXPECT_TRUE(sink->failed());
   EXPECT_GE(sink->stats().failed.load(), 1u);
   EXPECT_EQ(reported.load(), int(sink->stats().failed.load()));
-  // A read_committed reader of out/0 (assigned, no group to join) up to its end (the
-  // partition EOF: the last stable offset): a prefix of 0..4, nothing at or after 5.
-  std::string e;
-  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  c->set("bootstrap.servers", brokers_, e);
-  c->set("group.id", "reader-rf", e);
-  c->set("isolation.level", "read_committed", e);
-  c->set("enable.partition.eof", "true", e);
-  std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
-  std::vector<RdKafka::TopicPartition*> tps{
-      RdKafka::TopicPartition::create("out", 0, RdKafka::Topic::OFFSET_BEGINNING)};
-  ASSERT_EQ(k->assign(tps), RdKafka::ERR_NO_ERROR);
-  RdKafka::TopicPartition::destroy(tps);
+  // A read_committed reader of out up to its end: a prefix of 0..4, nothing at or after 5.
+  const auto values = committed_values("out");
+  ASSERT_TRUE(values.has_value()) << "no partition EOF";
   std::vector<int> seen;
-  bool at_end = false;
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (!at_end && std::chrono::steady_clock::now() < until) {
-    std::unique_ptr<RdKafka::Message> m(k->consume(100));
-    if (m && m->err() == RdKafka::ERR__PARTITION_EOF) at_end = true;
-    if (!m || m->err()) continue;
-    const std::string v(static_cast<const char*>(m->payload()), m->len());
-    seen.push_back(v.size() > 16 ? -1 : std::stoi(v));
-  }
-  k->close();
-  EXPECT_TRUE(at_end);
+  for (const auto& v : *values) seen.push_back(v.size() > 16 ? -1 : std::stoi(v));
   std::vector<int> prefix(std::min<std::size_t>(seen.size(), 5));
   std::iota(prefix.begin(), prefix.end(), 0);
   EXPECT_EQ(seen, prefix);
@@ -1076,6 +1085,45 @@ TEST_F(KafkaMock, ExactlyOnceRefusedOutputFailsTheRunInsteadOfSkippingIt) {
   // No input offset committed past the refused output's input (librdkafka 2.0.2's mock
   // does not store transactional offsets: there it reads as none).
   EXPECT_LE(committed("grf", "in", 1)[0], 5);
+}
+
+// The same rule for a refusal in a delivery report. Graph: kafka_source(in, 1 partition,
+// inputs 0..19, exactly-once) -> kafka_sink(out, transactional); the mock broker answers
+// the sink's first Produce request MSG_SIZE_TOO_LARGE, which librdkafka does not retry:
+// the outputs in it fail in their delivery reports. Expected: the run ends by itself
+// within 20 s with an error naming the topic and librdkafka's error, and a read_committed
+// reader of out sees nothing (every output was in the aborted transaction). librdkafka
+// makes that transaction abortable itself (its next transactional call fails), so this
+// holds whether the sink or librdkafka notices first.
+TEST_F(KafkaMock, ExactlyOnceOutputRefusedInItsDeliveryReportFailsTheRun) {
+  topic("in", 1);
+  topic("out", 1);
+  constexpr int n = 20;
+  produce("in", numbers(n), [](std::size_t) { return 0; });
+  rill::kafka_source<> s{eos_src("grd", "rd")};
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(eos_out(), s);
+  rd_kafka_mock_push_request_errors(mc_, 0 /* Produce */, 1, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+  rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores", .pin = false}};
+  std::atomic<bool> ended{false};
+  std::thread stopper([&] {  // stops a run that goes on, after 30 s
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    while (!ended.load() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(5ms);
+    if (!ended.load()) rt.request_stop();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto rep = rt.run(rill::from(std::move(s)).sink(sink));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ended = true;
+  stopper.join();
+  ASSERT_FALSE(rep.errors.empty());
+  EXPECT_NE(rep.errors.front().find("kafka_sink out"), std::string::npos) << rep.errors.front();
+  EXPECT_NE(rep.errors.front().find("Message size too large"), std::string::npos) << rep.errors.front();
+  EXPECT_LT(took, 20s);
+  EXPECT_TRUE(sink->failed());
+  EXPECT_GE(sink->stats().failed.load(), 1u);
+  const auto values = committed_values("out");
+  ASSERT_TRUE(values.has_value()) << "no partition EOF";
+  EXPECT_TRUE(values->empty()) << values->size() << " outputs of the aborted transaction visible";
 }
 
 // 12. "<group>-<name>-repartition", as Kafka Streams names its repartition topics; names
