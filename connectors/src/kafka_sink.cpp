@@ -90,6 +90,10 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   std::unordered_map<std::int32_t, std::int64_t> owed;
   std::chrono::steady_clock::time_point last_commit = std::chrono::steady_clock::now();
   std::uint64_t transactions = 0;
+  /// An output of the open transaction that librdkafka refused for good (produce() or
+  /// its delivery report): "<librdkafka's error>"; empty while none was. Under mu; set by
+  /// try_produce and dr_cb, acted on by the transaction thread (refused()).
+  std::string refusal;
 
   /// The input positions token `a` stands for, folded into `out` (an ack_group's parts
   /// recursively; a kafka_source's offset_token is one position).
@@ -133,9 +137,31 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     owed.clear();
     {
       std::lock_guard<std::mutex> g(mu);
+      // A delivery report served inside commit_transaction: librdkafka fails the commit
+      // ("N message(s) failed delivery"); name the output's own error too.
+      if (!refusal.empty()) msg += " (output refused: " + refusal + ")";
       errors.push_back(msg);
     }
     link->fail(msg);
+  }
+  /// An output of the open transaction was refused for good (`refusal`): committing the
+  /// transaction would commit the input offsets past it without it, so the transaction
+  /// is aborted and the run fails with the refusal, as Kafka Streams' default production
+  /// exception handler fails the task; a restart replays from the committed offsets.
+  /// false while nothing was refused. The transaction thread.
+  bool refused() {
+    std::string msg;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (refusal.empty()) return false;
+      msg = "kafka_sink " + o.topic + ": exactly-once: output refused: " + refusal +
+            "; transaction aborted (committing it would skip the output): restart the process "
+            "to replay from the committed offsets";
+      errors.push_back(msg);
+    }
+    abort_open();
+    link->fail(msg);
+    return true;
   }
   /// The run failed elsewhere (a split's revoke, another error): abort what the open
   /// transaction holds, so that nothing of it becomes visible.
@@ -223,16 +249,23 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
           auto [it, fresh] = owed.try_emplace(d.pid, cut.at(d.pid));
           if (!fresh) it->second = std::max(it->second, cut.at(d.pid));
         }
-      for (auto& h : out) {
-        item it{std::move(h.m), h.ts, nullptr};
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        item it{std::move(out[i].m), out[i].ts, nullptr};
         std::unique_lock<std::mutex> g(mu);
         while (!try_produce(it)) {  // QUEUE_FULL: serve reports until librdkafka takes it
           g.unlock();
           serve([&] { p->poll(10); });
           g.lock();
         }
+        if (!refusal.empty()) {  // the rest is never produced: done with
+          stats.completed.fetch_add(out.size() - i - 1, std::memory_order_release);
+          break;
+        }
       }
     }
+    // A refusal (at produce, or a delivery report served since the last turn) ends the
+    // transaction here: nothing past it is committed.
+    if (refused()) return;
     const auto now = std::chrono::steady_clock::now();
     std::uint64_t served;
     {
@@ -405,7 +438,9 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     }
     if (e == RdKafka::ERR__QUEUE_FULL) return false;
     fail(o.topic, it.m.key, it.m.value, "produce: " + RdKafka::err2str(e));  // e.g. too large
-    if (it.ack) it.ack->fail();  // reported, but not done: no commit past its inputs
+    // Exactly-once: the transaction must not commit past it (refused()).
+    if (link && refusal.empty()) refusal = "produce: " + RdKafka::err2str(e);
+    if (it.ack) it.ack->fail();  // at-least-once: reported, but not done: no commit past its inputs
     it.ack.reset();
     stats.completed.fetch_add(1, std::memory_order_release);
     return true;
@@ -471,6 +506,18 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     stats.completed.fetch_add(n - base, std::memory_order_release);
   }
 
+  /// Exactly-once: whether a failed delivery report is an output refused for good (the
+  /// transaction must not commit past it). Not so for our own aborts and the destructor's
+  /// purge (ERR__PURGE_*: the transaction is already failing), nor once the producer
+  /// failed fatally (fenced): it commits nothing more, and txn_failed names the cause.
+  bool refuses(RdKafka::ErrorCode e) const {
+    if (e == RdKafka::ERR__PURGE_QUEUE || e == RdKafka::ERR__PURGE_INFLIGHT ||
+        e == RdKafka::ERR__FENCED || e == RdKafka::ERR__FATAL || e == RdKafka::ERR_PRODUCER_FENCED ||
+        e == RdKafka::ERR_INVALID_PRODUCER_EPOCH)
+      return false;
+    char why[8];
+    return rd_kafka_fatal_error(p->c_ptr(), why, sizeof why) == RD_KAFKA_RESP_ERR_NO_ERROR;
+  }
   void dr_cb(RdKafka::Message& m) override {
     holder* h = static_cast<holder*>(m.msg_opaque());
     if (m.err() == RdKafka::ERR_NO_ERROR) {
@@ -486,6 +533,7 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
       fail(m.topic_name(), key,
            std::string(static_cast<const char*>(m.payload()), m.payload() ? m.len() : 0), m.errstr());
       if (h && h->ack) h->ack->fail();  // the inputs stay uncommitted (at-least-once)
+      if (link && refusal.empty() && refuses(m.err())) refusal = "delivery report: " + m.errstr();
     }
     if (h) {
       h->ack.reset();  // releases the ack: failed for the source

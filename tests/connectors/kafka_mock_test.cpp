@@ -21,7 +21,9 @@
 //  10. C30: 100 create/consume/commit/stop cycles end within 5 s each and leave no
 //      librdkafka thread behind
 //  11. exactly-once: the source and the transactional sink must be linked; a keyed count
-//      through transactions reaches a read_committed reader once per (key, window)
+//      through transactions reaches a read_committed reader once per (key, window); an
+//      output librdkafka refuses (at produce, or in its delivery report) fails the run
+//      and its transaction is aborted
 //  12. kafka_repartition: the topic's name and its checks; a keyed count through the
 //      repartition topic equals a brute-force count, every message of the topic sits in
 //      the partition of Kafka's default partitioner (murmur2 of its key); an existing
@@ -45,6 +47,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <numeric>
 #include <atomic>
 #include <filesystem>
 #include <optional>
@@ -163,6 +166,34 @@ class KafkaMock : public ::testing::Test {
     std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
     k->subscribe({"out"});
     return k;
+  }
+  /// The values a read_committed reader of partition 0 of `t` sees from its start up to
+  /// the partition EOF (the last stable offset): assigned, no group to join. nullopt when
+  /// the EOF does not come within 10 s.
+  std::optional<std::vector<std::string>> committed_values(const char* t) {
+    std::string e;
+    std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    c->set("bootstrap.servers", brokers_, e);
+    c->set("group.id", std::string("eof-reader-") + t, e);
+    c->set("isolation.level", "read_committed", e);
+    c->set("enable.partition.eof", "true", e);
+    std::unique_ptr<RdKafka::KafkaConsumer> k(RdKafka::KafkaConsumer::create(c.get(), e));
+    std::vector<RdKafka::TopicPartition*> tps{
+        RdKafka::TopicPartition::create(t, 0, RdKafka::Topic::OFFSET_BEGINNING)};
+    const auto assigned = k->assign(tps);
+    RdKafka::TopicPartition::destroy(tps);
+    std::vector<std::string> out;
+    bool at_end = false;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (assigned == RdKafka::ERR_NO_ERROR && !at_end && std::chrono::steady_clock::now() < until) {
+      std::unique_ptr<RdKafka::Message> m(k->consume(100));
+      if (m && m->err() == RdKafka::ERR__PARTITION_EOF) at_end = true;
+      if (!m || m->err()) continue;
+      out.emplace_back(static_cast<const char*>(m->payload()), m->len());
+    }
+    k->close();
+    if (!at_end) return std::nullopt;
+    return out;
   }
 
   rd_kafka_t* holder_ = nullptr;
@@ -980,6 +1011,119 @@ TEST_F(KafkaMock, ExactlyOnceKeyedCountReachesAReadCommittedReaderOnce) {
   EXPECT_EQ(total, 1000);
   EXPECT_EQ(seen.size(), 40u);
   for (const auto& [kw, n] : seen) EXPECT_EQ(n, 1) << kw.first << " " << kw.second;
+}
+
+// Exactly-once: an output librdkafka refuses for good fails the run (docs/design.md
+// "Exactly-once", Abort on error). Graph: kafka_source(in, 1 partition, inputs 0..19,
+// exactly-once) -> map (the output of the input at offset 5 is 2,000 bytes) ->
+// kafka_sink(out, transactional, message.max.bytes 1000), so produce() refuses that output
+// (MSG_SIZE_TOO_LARGE). Committing the transaction past it would lose it: a restart
+// replays from the committed offsets, above 5. Expected, as Kafka Streams' default
+// production exception handler: the run ends by itself within 20 s (the mock's group
+// forms in 3-5 s), with an error naming the topic and librdkafka's error; the open
+// transaction is aborted, so a read_committed reader of out sees at most a prefix of the
+// outputs of inputs 0..4 and nothing at or after 5; the refused output is in
+// stats().failed (outputs already produced into the aborted transaction may fail with
+// it, hence >= 1); the committed input offset stays <= 5. Seen: the run ends after about
+// 3 s with the refusal as its error and failed = 6 (the refused output and the five
+// purged by the abort); the reader sees nothing. A sink that skips the refused output
+// ends with no error, and the reader sees 0..4 and 6..19.
+TEST_F(KafkaMock, ExactlyOnceRefusedOutputFailsTheRunInsteadOfSkippingIt) {
+  topic("in", 1);
+  topic("out", 1);
+  constexpr int n = 20;
+  produce("in", numbers(n), [](std::size_t) { return 0; });
+  rill::kafka_source<> s{eos_src("grf", "rf")};
+  auto so = eos_out();
+  so.config["message.max.bytes"] = "1000";
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(so, s);
+  std::atomic<int> reported{0};
+  sink->on_error([&](const rill::kafka_failed_delivery&) { reported.fetch_add(1); });
+  auto j = rill::from(std::move(s))
+               .map([](rec&& r) {
+                 if (r.offset == 5) r.value = std::string(2000, 'x');
+                 return std::move(r);
+               })
+               .sink(sink);
+  rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores", .pin = false}};
+  std::atomic<bool> ended{false};
+  // Stops a run that goes on: after 30 s, or once every other output was delivered (the
+  // refused one skipped).
+  std::thread stopper([&] {
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    while (!ended.load() && std::chrono::steady_clock::now() < end &&
+           sink->stats().delivered.load() < std::uint64_t(n - 1))
+      std::this_thread::sleep_for(5ms);
+    if (!ended.load()) rt.request_stop();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto rep = rt.run(j);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ended = true;
+  stopper.join();
+  EXPECT_FALSE(rep.errors.empty()) << "the run skipped the refused output and went on";
+  const auto named = std::find_if(rep.errors.begin(), rep.errors.end(), [](const std::string& e) {
+    return e.find("kafka_sink out") != std::string::npos &&
+           e.find("Message size too large") != std::string::npos;
+  });
+  EXPECT_TRUE(named != rep.errors.end()) << (rep.errors.empty() ? "no run error" : rep.errors.front());
+  EXPECT_LT(took, 20s);
+  EXPECT_TRUE(sink->failed());
+  EXPECT_GE(sink->stats().failed.load(), 1u);
+  EXPECT_EQ(reported.load(), int(sink->stats().failed.load()));
+  // A read_committed reader of out up to its end: a prefix of 0..4, nothing at or after 5.
+  const auto values = committed_values("out");
+  ASSERT_TRUE(values.has_value()) << "no partition EOF";
+  std::vector<int> seen;
+  for (const auto& v : *values) seen.push_back(v.size() > 16 ? -1 : std::stoi(v));
+  std::vector<int> prefix(std::min<std::size_t>(seen.size(), 5));
+  std::iota(prefix.begin(), prefix.end(), 0);
+  EXPECT_EQ(seen, prefix);
+  std::cerr << "run ended after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+            << " ms, failed " << sink->stats().failed.load() << ", read_committed saw " << seen.size()
+            << "; first run error: " << (rep.errors.empty() ? "none" : rep.errors.front()) << "\n";
+  // No input offset committed past the refused output's input (librdkafka 2.0.2's mock
+  // does not store transactional offsets: there it reads as none).
+  EXPECT_LE(committed("grf", "in", 1)[0], 5);
+}
+
+// The same rule for a refusal in a delivery report. Graph: kafka_source(in, 1 partition,
+// inputs 0..19, exactly-once) -> kafka_sink(out, transactional); the mock broker answers
+// the sink's first Produce request MSG_SIZE_TOO_LARGE, which librdkafka does not retry:
+// the outputs in it fail in their delivery reports. Expected: the run ends by itself
+// within 20 s with an error naming the topic and librdkafka's error, and a read_committed
+// reader of out sees nothing (every output was in the aborted transaction). librdkafka
+// makes that transaction abortable itself (its next transactional call fails), so this
+// holds whether the sink or librdkafka notices first.
+TEST_F(KafkaMock, ExactlyOnceOutputRefusedInItsDeliveryReportFailsTheRun) {
+  topic("in", 1);
+  topic("out", 1);
+  constexpr int n = 20;
+  produce("in", numbers(n), [](std::size_t) { return 0; });
+  rill::kafka_source<> s{eos_src("grd", "rd")};
+  auto sink = std::make_shared<rill::kafka_sink<rec>>(eos_out(), s);
+  rd_kafka_mock_push_request_errors(mc_, 0 /* Produce */, 1, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+  rill::runtime rt{{.workers = 2, .topology = "2 nodes x 1 cores", .pin = false}};
+  std::atomic<bool> ended{false};
+  std::thread stopper([&] {  // stops a run that goes on, after 30 s
+    const auto end = std::chrono::steady_clock::now() + 30s;
+    while (!ended.load() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(5ms);
+    if (!ended.load()) rt.request_stop();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto rep = rt.run(rill::from(std::move(s)).sink(sink));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ended = true;
+  stopper.join();
+  ASSERT_FALSE(rep.errors.empty());
+  EXPECT_NE(rep.errors.front().find("kafka_sink out"), std::string::npos) << rep.errors.front();
+  EXPECT_NE(rep.errors.front().find("Message size too large"), std::string::npos) << rep.errors.front();
+  EXPECT_LT(took, 20s);
+  EXPECT_TRUE(sink->failed());
+  EXPECT_GE(sink->stats().failed.load(), 1u);
+  const auto values = committed_values("out");
+  ASSERT_TRUE(values.has_value()) << "no partition EOF";
+  EXPECT_TRUE(values->empty()) << values->size() << " outputs of the aborted transaction visible";
 }
 
 // 12. "<group>-<name>-repartition", as Kafka Streams names its repartition topics; names

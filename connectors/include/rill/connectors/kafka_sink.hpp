@@ -77,15 +77,24 @@
 //     instance with the same transactional id), an abortable error (aborted first), or
 //     a partition leaving the process while the open transaction reads it, is recorded
 //     in errors() and failed() and ends the source's splits with the error; retriable
-//     errors are retried for max(delivery_timeout, 60 s). end() does not flush: the
-//     source's close asks for the final commit. Backpressure: flush(worker) reports full
-//     while the outputs held or produced and not yet delivered, less those the last cut
-//     kept because an input of theirs is not covered yet (a window still to fire), reach
-//     max_pending: a commit the broker stalls stops the input instead of growing the
-//     held outputs, and a result waiting for a window never stops it (docs/design.md
-//     "Exactly-once", Backpressure; the same exchange caveat as above applies).
+//     errors are retried for max(delivery_timeout, 60 s). An output librdkafka refuses
+//     for good (at produce, e.g. larger than message.max.bytes, or in its delivery
+//     report) goes to on_error and stats().failed, then aborts the open transaction and
+//     ends the run the same way, naming the topic and librdkafka's error: committing
+//     would commit the input offsets past the output without it (Kafka Streams' default
+//     production exception handler fails the task likewise). Outputs already produced
+//     into the aborted transaction are reported failed too (purged). end() does not
+//     flush: the source's close asks for the final commit. Backpressure: flush(worker)
+//     reports full while the outputs held or produced and not yet delivered, less those
+//     the last cut kept because an input of theirs is not covered yet (a window still to
+//     fire), reach max_pending: a commit the broker stalls stops the input instead of
+//     growing the held outputs, and a result waiting for a window never stops it
+//     (docs/design.md "Exactly-once", Backpressure; the same exchange caveat as above
+//     applies).
 //   - A delivery that fails for good (message.timeout.ms, non-retriable broker error)
 //     goes to on_error, counts in stats().failed, and is in errors(): never silent.
+//     At-least-once the run goes on (its inputs are not committed); exactly-once it
+//     fails (above).
 //   - Records that carry a source position but no ack token count in stats().untracked
 //     (an operator that dropped the token: a bug to report; always 0 with rill's own).
 //   - Metrics (rill::metrics_provider; docs/design.md "Metrics"): on the metrics endpoint
@@ -221,8 +230,8 @@ class producer_core {
   /// Exactly-once: keeps `m` until a consistent cut covers the inputs `ack` stands for,
   /// then releases `ack` (the inputs count as handed to the sink). Never blocks.
   void hold(kafka_message_out&& m, std::int64_t ts_ms, std::shared_ptr<ack_token>&& ack);
-  /// Exactly-once: true once the transaction failed for good (fenced, aborted); the run's
-  /// sources end with the error. Any thread.
+  /// Exactly-once: true once the transaction failed for good (fenced, aborted, an output
+  /// refused); the run's sources end with the error. Any thread.
   bool failed() const noexcept;
   ~producer_core();
   producer_core(const producer_core&) = delete;
@@ -288,6 +297,8 @@ class kafka_sink {
 
   /// Error side output for failed deliveries (called under the sink's mutex, on the
   /// thread serving the delivery report: a writing worker or the poll thread).
+  /// Exactly-once, a failed delivery also fails the run (file banner), and the outputs
+  /// its aborted transaction held are reported here too.
   kafka_sink& on_error(std::function<void(const kafka_failed_delivery&)> f) {
     core_->on_error(std::move(f));
     return *this;
@@ -358,10 +369,11 @@ class kafka_sink {
                      [st] { return histogram(st->delivery_latency); }, 1e-9);
   }
   /// Failed deliveries and flush timeouts, as text, in order; exactly-once: also why the
-  /// transaction failed (fenced, aborted).
+  /// transaction failed (fenced, aborted, an output refused).
   std::vector<std::string> errors() const { return core_->errors(); }
   /// Exactly-once: true once the transactional producer failed for good (fenced by a
-  /// newer instance with the same transactional id, or a transaction aborted). Any thread.
+  /// newer instance with the same transactional id, or a transaction aborted, as after
+  /// an output librdkafka refused). Any thread.
   bool failed() const noexcept { return core_->failed(); }
 
  private:
