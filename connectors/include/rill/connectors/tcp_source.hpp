@@ -64,6 +64,17 @@ struct tcp_source_options {
   /// window scale); 0 = the kernel's default and autotuning (net.ipv4.tcp_rmem; Linux
   /// doubles the value and caps it at net.core.rmem_max).
   std::size_t receive_buffer_bytes = 0;
+  /// SO_RCVLOWAT in bytes, set on every connection: the kernel wakes the receiver only
+  /// once this many bytes are queued, or the peer closed, or the receive window is
+  /// nearly full (Linux tcp_poll; socket(7)). Fewer, larger reads for a bulk consumer
+  /// off the latency path. 0 or 1 = wake at every arrival (the default). Costs latency:
+  /// a record waits until enough bytes follow it; a sender that goes quiet with fewer
+  /// than this many bytes unread leaves them waiting until it sends more or closes.
+  /// With receive_buffer_bytes set, keep it at most half of that (Linux also caps it
+  /// there). At most 1 GiB, else the tcp_receiver and tcp_source constructors throw
+  /// config_error("<name>.receive_low_water_bytes"). If the kernel refuses the option,
+  /// the connection goes on without it and on_error reports it (counted in errors).
+  std::size_t receive_low_water_bytes = 0;
   tcp_backoff backoff{};
   std::string name = "tcp_source";  ///< used in error messages
   /// tcp_source (pipeline) only: a clean EOF at a record boundary ends the stream. When
@@ -102,7 +113,7 @@ class tcp_receiver {
   using error_fn = std::function<void(const std::error_code&, const std::string& message)>;
 
   /// Listen mode binds here (throws std::system_error naming the endpoint). Throws
-  /// config_error for a bad framing.
+  /// config_error for a bad framing or receive_low_water_bytes.
   tcp_receiver(boost::asio::io_context& io, tcp_source_options opts,
                std::shared_ptr<tcp_receiver_stats> stats = nullptr);
   ~tcp_receiver();  ///< stop()s.
@@ -164,7 +175,8 @@ class tcp_source {
  public:
   using value_type = tcp_message;
   using record_policy = unacked;  // a socket never acknowledges (record.hpp)
-  /// Throws config_error("<name>.framing") for an invalid framing. Any thread, before the
+  /// Throws config_error("<name>.framing") for an invalid framing,
+  /// config_error("<name>.receive_low_water_bytes") over 1 GiB. Any thread, before the
   /// run.
   explicit tcp_source(tcp_source_options opts);
   /// One split: the one receiver (rill::source_of).
