@@ -2,7 +2,8 @@
 // resynchronises after a broken connection and reports the records that never came.
 //
 // Defines:
-//   rill::tcp_source_options  endpoint (listen or connect), framing, handshake, read size
+//   rill::tcp_source_options  endpoint (listen or connect), framing, handshake, read size,
+//                             socket buffer and low-water mark
 //   rill::tcp_receiver        the receiver, on one io_context (a rill worker's or your own)
 //   rill::tcp_receiver_stats  counters, readable from any thread
 //   rill::tcp_message         one received record: sequence index + payload bytes
@@ -66,14 +67,18 @@ struct tcp_source_options {
   std::size_t receive_buffer_bytes = 0;
   /// SO_RCVLOWAT in bytes, set on every connection: the kernel wakes the receiver only
   /// once this many bytes are queued, or the peer closed, or the receive window is
-  /// nearly full (Linux tcp_poll; socket(7)). Fewer, larger reads for a bulk consumer
-  /// off the latency path. 0 or 1 = wake at every arrival (the default). Costs latency:
-  /// a record waits until enough bytes follow it; a sender that goes quiet with fewer
-  /// than this many bytes unread leaves them waiting until it sends more or closes.
-  /// With receive_buffer_bytes set, keep it at most half of that (Linux also caps it
-  /// there). At most 1 GiB, else the tcp_receiver and tcp_source constructors throw
-  /// config_error("<name>.receive_low_water_bytes"). If the kernel refuses the option,
-  /// the connection goes on without it and on_error reports it (counted in errors).
+  /// nearly full (socket(7); Linux tcp_poll). Fewer, larger reads for a bulk consumer
+  /// off the latency path. 0 or 1 = wake at every arrival (the default). It governs
+  /// wake-ups only: a read tried without waiting (a connection's first, and the one Asio
+  /// tries straight after each read) takes whatever is queued, so a delivery can still
+  /// be smaller. Costs latency: a record waits until enough bytes follow it; a sender
+  /// that goes quiet with fewer than this many bytes unread leaves them waiting until it
+  /// sends more or closes. Linux caps it at half the receive buffer when
+  /// receive_buffer_bytes is set, and otherwise grows the buffer to fit it
+  /// (tcp_set_rcvlowat). At most 1 GiB, else the tcp_receiver and tcp_source constructors
+  /// throw config_error("<name>.receive_low_water_bytes"). If the kernel refuses the
+  /// option, the connection goes on without it and on_error reports it (counted in
+  /// errors).
   std::size_t receive_low_water_bytes = 0;
   tcp_backoff backoff{};
   std::string name = "tcp_source";  ///< used in error messages
