@@ -2,6 +2,7 @@
 # rill's five-role streamed-sockets chain against the no-framework chain, run by run.
 #   bench/streamed_sockets_vs_baseline.sh [--pairs N] [--bytes N] [--half-bytes N]
 #                                         [--half-rate GB/s] [--build DIR] [--only full|half]
+#                                         [--also DIR]
 # Two phases, each N pairs (default 5), rill and bench/tcp_chain_baseline alternating
 # (rill first in odd pairs, the baseline first in even pairs):
 #   full: as fast as possible, disk on (--bytes, default 1 GiB);
@@ -12,17 +13,19 @@
 # the forwarder's segment files (MATCH = equal and every byte there). Prints one line per
 # run, then the medians and the ratios rill / baseline.
 # Binaries: DIR/examples/streamed_sockets/streamed_sockets and DIR/bench/tcp_chain_baseline
-# (default DIR = build). Exit status: 0 every run ok; 1 a run failed or a copy differed;
-# 2 bad arguments.
+# (default DIR = build). --also DIR: a second rill build (say, main's) run in every round
+# too, between the other two (rounds go rill, also, baseline, then the reverse), with its
+# own medians, its ratios to the baseline and rill / also. Exit status: 0 every run ok;
+# 1 a run failed or a copy differed; 2 bad arguments.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-pairs=5 bytes=$((1 << 30)) half_bytes=$((1 << 30)) half_rate="" build="$root/build" only=""
+pairs=5 bytes=$((1 << 30)) half_bytes=$((1 << 30)) half_rate="" build="$root/build" only="" also=""
 usage() { echo "streamed_sockets_vs_baseline.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage "$1 needs a value"
   case $1 in
     --pairs) pairs=$2;; --bytes) bytes=$2;; --half-bytes) half_bytes=$2;;
-    --half-rate) half_rate=$2;; --build) build=$2;; --only) only=$2;;
+    --half-rate) half_rate=$2;; --build) build=$2;; --only) only=$2;; --also) also=$2;;
     *) usage "unknown argument $1";;
   esac
   shift 2
@@ -32,6 +35,11 @@ done
 rill_bin=$build/examples/streamed_sockets/streamed_sockets
 base_bin=$build/bench/tcp_chain_baseline
 [ -x "$rill_bin" ] && [ -x "$base_bin" ] || usage "build $rill_bin and $base_bin first"
+also_bin=""
+if [ -n "$also" ]; then
+  also_bin=$also/examples/streamed_sockets/streamed_sockets
+  [ -x "$also_bin" ] || usage "--also: no $also_bin"
+fi
 work=$(mktemp -d /tmp/ss_vs_base.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 status=0
@@ -47,10 +55,10 @@ compare() {
 lat_fields() { sed -n 's|^latency:.*= \([0-9.]*\)/\([0-9.]*\)/\([0-9.]*\)/\([0-9.]*\)/\([0-9.]*\)/\([0-9.]*\) ms.*|\3 \5 \6|p' "$1"; }
 gbps() { sed -n 's|^terminator: .* = \([0-9.]*\) GB/s.*|\1|p' "$1"; }
 
-run_rill() {  # bytes rate -> fields
+run_rill() {  # bytes rate [binary] -> fields
   local log=$work/rill.log extra=()
   [ "$2" = 0 ] || extra=(--rate "$2" --tick 250)
-  if ! "$root/scripts/streamed_sockets.sh" --bin "$rill_bin" --bytes "$1" "${extra[@]}" \
+  if ! "$root/scripts/streamed_sockets.sh" --bin "${3:-$rill_bin}" --bytes "$1" "${extra[@]}" \
        --work "$work/rill" >"$log" 2>&1; then
     echo "rill run failed:" >&2; cat "$log" >&2; status=1
   fi
@@ -60,6 +68,7 @@ run_rill() {  # bytes rate -> fields
   md5=$(sed -n 's|^md5: ||p' "$log")
   echo "$(gbps "$log") $cpu $(lat_fields "$log") ${md5:-none}"
 }
+run_also() { run_rill "$1" "$2" "$also_bin"; }
 run_base() {
   local log=$work/base.log extra=()
   [ "$2" = 0 ] || extra=(--rate "$2" --tick 250)
@@ -77,26 +86,33 @@ run_base() {
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 col() { awk -v c="$2" '{ print $c }' "$1"; }
 summary() {  # phase
-  local r=$work/$1.rill b=$work/$1.base
-  echo "== $1: medians of $pairs pairs (rill | baseline | ratio rill/baseline)"
+  local r=$work/$1.rill b=$work/$1.base a=$work/$1.also
   local names=("GB/s" "CPU-s/GB" "p50 ms" "p99 ms" "p99.9 ms")
+  if [ -z "$also_bin" ]; then
+    echo "== $1: medians of $pairs pairs (rill | baseline | ratio rill/baseline)"
+  else
+    echo "== $1: medians of $pairs rounds (rill | also | baseline | rill/baseline | also/baseline | rill/also)"
+  fi
   for c in 1 2 3 4 5; do
-    local mr mb
+    local mr mb ma=0
     mr=$(col "$r" $c | median); mb=$(col "$b" $c | median)
-    awk -v n="${names[$((c - 1))]}" -v r="$mr" -v b="$mb" \
-      'BEGIN { printf "  %-9s %9.3f | %9.3f | %.2fx\n", n, r, b, (b > 0 ? r / b : 0) }'
+    [ -z "$also_bin" ] || ma=$(col "$a" $c | median)
+    awk -v n="${names[$((c - 1))]}" -v r="$mr" -v b="$mb" -v a="$ma" -v three="${also_bin:+1}" \
+      'BEGIN { if (!three) printf "  %-9s %9.3f | %9.3f | %.2fx\n", n, r, b, (b > 0 ? r / b : 0)
+               else printf "  %-9s %9.3f | %9.3f | %9.3f | %.2fx | %.2fx | %.2fx\n", n, r, a, b,
+                           (b > 0 ? r / b : 0), (b > 0 ? a / b : 0), (a > 0 ? r / a : 0) }'
   done
-  echo "  md5: rill $(col "$r" 6 | sort | uniq -c | xargs), baseline $(col "$b" 6 | sort | uniq -c | xargs)"
-  grep -q MISMATCH "$r" "$b" && status=1 || true
+  echo "  md5: rill $(col "$r" 6 | sort | uniq -c | xargs),${also_bin:+ also $(col "$a" 6 | sort | uniq -c | xargs),} baseline $(col "$b" 6 | sort | uniq -c | xargs)"
+  grep -q MISMATCH "$r" "$b" ${also_bin:+"$a"} && status=1 || true
 }
 
 phase() {  # name bytes rate
-  : >"$work/$1.rill"; : >"$work/$1.base"
+  : >"$work/$1.rill"; : >"$work/$1.base"; : >"$work/$1.also"
   echo "== $1: --bytes $2 --rate $3 (0 = as fast as possible), $pairs pairs"
   echo "   run       GB/s CPU-s/GB p50ms p99ms p99.9ms md5"
   for i in $(seq 1 "$pairs"); do
-    local order=(rill base)
-    [ $((i % 2)) = 1 ] || order=(base rill)
+    local order=(rill ${also_bin:+also} base)
+    [ $((i % 2)) = 1 ] || order=(base ${also_bin:+also} rill)
     for who in "${order[@]}"; do
       local f
       f=$(run_$who "$2" "$3")
@@ -108,6 +124,7 @@ phase() {  # name bytes rate
 }
 
 echo "streamed_sockets_vs_baseline: $(date -u +%FT%TZ), commit $(git -C "$root" rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -z "$also_bin" ] || echo "rill: $rill_bin; also: $also_bin"
 if [ "$only" != half ]; then
   phase full "$bytes" 0
   [ -n "$half_rate" ] || half_rate=$(col "$work/full.base" 1 | median | awk '{ printf "%.3f", $1 / 2 }')

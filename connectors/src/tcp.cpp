@@ -33,6 +33,15 @@ std::error_code to_std(const boost::system::error_code& ec) {
 void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
+/// The checks tcp_receiver's and tcp_source's constructors share (tcp_source.hpp).
+void validate_source(const tcp_source_options& o) {
+  o.framing.validate(o.name);
+  if (o.receive_low_water_bytes > (std::size_t{1} << 30))
+    throw config_error(o.name + ".receive_low_water_bytes",
+                       o.name + ".receive_low_water_bytes " +
+                           std::to_string(o.receive_low_water_bytes) +
+                           " is over 1 GiB (SO_RCVLOWAT is an int)");
+}
 }  // namespace
 
 // ---------------------------------------------------------------- tcp_endpoint
@@ -501,7 +510,7 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
         o(std::move(opts)),
         st(s ? std::move(s) : std::make_shared<tcp_receiver_stats>()),
         dec(o.framing) {
-    o.framing.validate(o.name);
+    validate_source(o);
     if (o.read_bytes < 64) o.read_bytes = 64;
     whole = o.framing.k == framing::kind::fixed && o.framing.size <= o.read_bytes;
     buf.resize(o.read_bytes + (whole ? o.framing.size : 0));
@@ -523,6 +532,16 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
     sock.emplace(std::move(s));
     ++gen;
     bump(st->connections);
+    if (o.receive_low_water_bytes > 1) {
+      boost::system::error_code ec;
+      sock->set_option(
+          asio::socket_base::receive_low_watermark(static_cast<int>(o.receive_low_water_bytes)),
+          ec);
+      if (ec)
+        report(to_std(ec), where() + ": SO_RCVLOWAT " +
+                               std::to_string(o.receive_low_water_bytes) + " refused (" +
+                               ec.message() + "): every arrival wakes the receiver");
+    }
     hello_have = 0;
     dec.reset();
     carry = 0;
@@ -761,7 +780,7 @@ tcp_source::tcp_source(tcp_source_options opts)
       stats_(std::make_shared<tcp_receiver_stats>()),
       port_(std::make_shared<std::atomic<std::uint16_t>>(0)),
       log_(std::make_shared<log>()) {
-  opts_.framing.validate(opts_.name);
+  validate_source(opts_);
 }
 std::shared_ptr<const tcp_receiver_stats> tcp_source::stats() const { return stats_; }
 std::vector<std::string> tcp_source::errors() const {

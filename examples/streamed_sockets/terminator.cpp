@@ -15,8 +15,12 @@ int terminator(const config& c) {
   std::size_t eofs = 0;
   for (std::size_t i = 0; i < ins.size(); ++i) {
     auto& in = ins[i];
-    in.rx = std::make_unique<rill::tcp_receiver>(
-        io, source_opts(i == 0 ? c.in : c.back, i == 0 ? "terminator" : "terminator-tap"));
+    auto opts = source_opts(i == 0 ? c.in : c.back, i == 0 ? "terminator" : "terminator-tap");
+    // Off the requests' path, the terminator can wait for a full read per wake-up instead
+    // of waking at every arrival: fewer wake-ups, context switches and reads that find
+    // nothing. The relays cannot: a real request would wait for bulk data behind it.
+    opts.receive_low_water_bytes = opts.read_bytes;
+    in.rx = std::make_unique<rill::tcp_receiver>(io, opts);
     in.rx->on_batch([&in](std::uint64_t, std::span<const std::byte> wire, std::size_t) {
       if (in.first == clk::time_point{}) in.first = clk::now();
       for (std::size_t off = 0; off < wire.size(); off += blob) {

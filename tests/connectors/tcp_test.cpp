@@ -411,6 +411,84 @@ TEST(tcp, start_order_does_not_matter_and_reconnect_after_peer_restart) {
   EXPECT_GE(sink->stats().write_errors.load(), 1u);
 }
 
+// ---------------------------------------------------------------- low-water mark
+
+// receive_low_water_bytes = 4096: 50 records (416 bytes with the hello) stay in the
+// kernel; once 600 more follow, the first delivery holds at least 4096 bytes' worth of
+// records (510), from record 0; a tail below the mark arrives when the peer closes.
+TEST(tcp, receive_low_water_mark_batches_reads_and_the_tail_arrives_at_close) {
+  constexpr std::size_t low_water = 4096;
+  loop lp;
+  waiter w;
+  std::vector<std::size_t> batches;  // records per delivery
+  std::uint64_t next = 0;
+  bool bad = false, eof = false;
+  std::unique_ptr<rill::tcp_receiver> rx;
+  const auto port = lp.call([&] {
+    rx = std::make_unique<rill::tcp_receiver>(
+        lp.io, rill::tcp_source_options{.endpoint = rill::tcp_endpoint::listen("127.0.0.1", 0),
+                                        .framing = rill::framing::fixed(8),
+                                        .receive_low_water_bytes = low_water});
+    rx->on_records([&](std::uint64_t first, std::span<const std::span<const std::byte>> recs) {
+      w.update([&] {
+        batches.push_back(recs.size());
+        for (auto r : recs) {
+          if (val8(r) != first || first != next) bad = true;
+          next = ++first;
+        }
+      });
+      return true;
+    });
+    rx->on_eof([&] { w.update([&] { eof = true; }); });
+    rx->start();
+    return rx->port();
+  });
+  asio::io_context io;
+  tcp::socket s{io};
+  s.connect(tcp::endpoint{asio::ip::make_address("127.0.0.1"), port});
+  ASSERT_TRUE(w.wait([&] { return rx->stats().connections.load() == 1; }));
+  // The accept handler has returned: the first read was tried (nothing there) and waits.
+  lp.call([] {});
+  auto send = [&](std::uint64_t from, std::uint64_t to, bool hello) {
+    std::vector<std::byte> out;
+    if (hello) {
+      const auto h = rill::tcp_hello{0}.encode();
+      out.insert(out.end(), h.begin(), h.end());
+    }
+    for (std::uint64_t i = from; i < to; ++i) {
+      const auto r = rec8(i);
+      out.insert(out.end(), r.begin(), r.end());
+    }
+    asio::write(s, asio::buffer(out));
+  };
+  send(0, 50, true);  // 416 bytes: below the mark, not delivered
+  send(50, 650, false);
+  ASSERT_TRUE(w.wait([&] { return next == 650; })) << next;
+  send(650, 660, false);  // 80 bytes, then the close: delivered at the close
+  s.shutdown(tcp::socket::shutdown_send);
+  ASSERT_TRUE(w.wait([&] { return eof; }));
+  lp.call([&] { rx->stop(); });
+  s.close();
+  std::lock_guard lk(w.mu);
+  EXPECT_FALSE(bad) << "records out of order or not matching their index";
+  EXPECT_EQ(next, 660u);
+  ASSERT_FALSE(batches.empty());
+  EXPECT_GE(batches.front(), (low_water - rill::tcp_hello::size) / 8)
+      << "the first delivery came before " << low_water << " bytes were queued";
+  EXPECT_EQ(rx->stats().errors.load(), 0u);
+}
+
+TEST(tcp, receive_low_water_mark_over_1_gib_is_a_config_error) {
+  try {
+    rill::tcp_source src{{.framing = rill::framing::fixed(8),
+                          .receive_low_water_bytes = std::size_t{2} << 30,
+                          .name = "in"}};
+    FAIL() << "no config_error";
+  } catch (const rill::config_error& e) {
+    EXPECT_EQ(std::string(e.key()), "in.receive_low_water_bytes");
+  }
+}
+
 // ---------------------------------------------------------------- backpressure
 
 // A receiver that stops reading: the sink's buffer stays bounded (writable() turns false

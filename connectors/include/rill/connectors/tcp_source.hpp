@@ -2,7 +2,8 @@
 // resynchronises after a broken connection and reports the records that never came.
 //
 // Defines:
-//   rill::tcp_source_options  endpoint (listen or connect), framing, handshake, read size
+//   rill::tcp_source_options  endpoint (listen or connect), framing, handshake, read size,
+//                             socket buffer and low-water mark
 //   rill::tcp_receiver        the receiver, on one io_context (a rill worker's or your own)
 //   rill::tcp_receiver_stats  counters, readable from any thread
 //   rill::tcp_message         one received record: sequence index + payload bytes
@@ -64,6 +65,21 @@ struct tcp_source_options {
   /// window scale); 0 = the kernel's default and autotuning (net.ipv4.tcp_rmem; Linux
   /// doubles the value and caps it at net.core.rmem_max).
   std::size_t receive_buffer_bytes = 0;
+  /// SO_RCVLOWAT in bytes, set on every connection: the kernel wakes the receiver only
+  /// once this many bytes are queued, or the peer closed, or the receive window is
+  /// nearly full (socket(7); Linux tcp_poll). Fewer, larger reads for a bulk consumer
+  /// off the latency path. 0 or 1 = wake at every arrival (the default). It governs
+  /// wake-ups only: a read tried without waiting (a connection's first, and the one Asio
+  /// tries straight after each read) takes whatever is queued, so a delivery can still
+  /// be smaller. Costs latency: a record waits until enough bytes follow it; a sender
+  /// that goes quiet with fewer than this many bytes unread leaves them waiting until it
+  /// sends more or closes. Linux caps it at half the receive buffer when
+  /// receive_buffer_bytes is set, and otherwise grows the buffer to fit it
+  /// (tcp_set_rcvlowat). At most 1 GiB, else the tcp_receiver and tcp_source constructors
+  /// throw config_error("<name>.receive_low_water_bytes"). If the kernel refuses the
+  /// option, the connection goes on without it and on_error reports it (counted in
+  /// errors).
+  std::size_t receive_low_water_bytes = 0;
   tcp_backoff backoff{};
   std::string name = "tcp_source";  ///< used in error messages
   /// tcp_source (pipeline) only: a clean EOF at a record boundary ends the stream. When
@@ -102,7 +118,7 @@ class tcp_receiver {
   using error_fn = std::function<void(const std::error_code&, const std::string& message)>;
 
   /// Listen mode binds here (throws std::system_error naming the endpoint). Throws
-  /// config_error for a bad framing.
+  /// config_error for a bad framing or receive_low_water_bytes.
   tcp_receiver(boost::asio::io_context& io, tcp_source_options opts,
                std::shared_ptr<tcp_receiver_stats> stats = nullptr);
   ~tcp_receiver();  ///< stop()s.
@@ -164,7 +180,8 @@ class tcp_source {
  public:
   using value_type = tcp_message;
   using record_policy = unacked;  // a socket never acknowledges (record.hpp)
-  /// Throws config_error("<name>.framing") for an invalid framing. Any thread, before the
+  /// Throws config_error("<name>.framing") for an invalid framing,
+  /// config_error("<name>.receive_low_water_bytes") over 1 GiB. Any thread, before the
   /// run.
   explicit tcp_source(tcp_source_options opts);
   /// One split: the one receiver (rill::source_of).
