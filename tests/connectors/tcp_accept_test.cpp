@@ -21,6 +21,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -155,8 +156,11 @@ TEST(tcp_accept, c25_emfile_is_retried_with_a_delay_and_accepting_resumes) {
 
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
-  server->stop();
-  io.stop();
+  // The connector belongs to the io thread (one thread per io_context): stop it there.
+  asio::post(io, [&] {
+    server->stop();
+    io.stop();
+  });
   loop.join();
   ::setrlimit(RLIMIT_NOFILE, &old);
   ::close(pipefd[0]);
