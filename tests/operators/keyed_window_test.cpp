@@ -449,6 +449,53 @@ TEST(keyed_window, sliding_record_late_for_some_windows_joins_the_rest) {
                                         {"a", ns(10s), ns(20s), 1, false}}));
 }
 
+// A record with an ack token (a Kafka source's) after the stacks have packed the closed
+// slices: from then on windows are merged slice by slice with their tokens, including
+// the packed ones. Sliding 4 s every 1 s, delay 0: window k = [k, k + 4).
+//   a at 0..5 s, b at 2 s, then a at 6 s with a token:
+//   [-3,1) a 1 | [-2,2) a 2 | [-1,3) a 3, b 1 | [0,4) a 4, b 1 | [1,5) a 4, b 1 |
+//   [2,6) a 4, b 1 (6 s is not in it: no token) | [3,7) a 4 | [4,8) a 3 | [5,9) a 2 |
+//   [6,10) a 1 — the last four with the token.
+TEST(keyed_window, sliding_acked_record_after_packed_slices_keeps_counts_and_token) {
+  struct token final : rill::ack_token {
+    void fail() noexcept override {}
+  };
+  harness<std::string, int, rill::sliding, rill::agg::count> h{
+      rill::sliding{.size = 4s, .slide = 1s}, {.max_delay = 0s}};
+  for (int s = 0; s <= 5; ++s) {
+    h.push("a", s, at(std::chrono::seconds{s}));
+    if (s == 2) h.push("b", s, at(2s));
+  }
+  const auto tok = std::make_shared<token>();
+  h.a.push(0, "a", rill::record<int>{6, at(6s), std::nullopt, tok}, h.clk.now(), h.on_result(), h.on_late());
+  h.end();
+  using row = row_t<std::string, std::uint64_t>;
+  auto got = h.rows();
+  std::stable_sort(got.begin(), got.end(), [](const row& x, const row& y) {  // keys of one end: any order
+    return std::tie(std::get<2>(x), std::get<0>(x)) < std::tie(std::get<2>(y), std::get<0>(y));
+  });
+  EXPECT_EQ(got, (std::vector<row>{{"a", ns(-3s), ns(1s), 1, false},
+                                   {"a", ns(-2s), ns(2s), 2, false},
+                                   {"a", ns(-1s), ns(3s), 3, false},
+                                   {"b", ns(-1s), ns(3s), 1, false},
+                                   {"a", 0, ns(4s), 4, false},
+                                   {"b", 0, ns(4s), 1, false},
+                                   {"a", ns(1s), ns(5s), 4, false},
+                                   {"b", ns(1s), ns(5s), 1, false},
+                                   {"a", ns(2s), ns(6s), 4, false},
+                                   {"b", ns(2s), ns(6s), 1, false},
+                                   {"a", ns(3s), ns(7s), 4, false},
+                                   {"a", ns(4s), ns(8s), 3, false},
+                                   {"a", ns(5s), ns(9s), 2, false},
+                                   {"a", ns(6s), ns(10s), 1, false}}));
+  for (const auto& r : h.out) {
+    const bool holds_six = r.value.key == "a" && r.value.end > at(6s);
+    EXPECT_EQ(r.ack == tok, holds_six) << r.value.key << " [" << to_ms(r.value.start) << ", "
+                                       << to_ms(r.value.end) << ") ms";
+  }
+  EXPECT_EQ(h.a.state_entries(), 0u);
+}
+
 // Allowed lateness on tumbling windows: 10 s windows, delay 0, allowed lateness 5 s.
 TEST(keyed_window, tumbling_allowed_lateness_updates_then_late_beyond) {
   count_harness h{rill::tumbling{10s}, {.max_delay = 0s, .allowed_lateness = 5s}};

@@ -27,8 +27,8 @@
 //
 // Cost: memory = capacity x (sizeof(std::pair<K, V>) + 1) bytes, capacity the power of two
 // >= 2 x size (at least 16); growing doubles it and re-inserts every entry, rehashing its
-// key with Hash (amortised O(1) per insert). No erase: a table is dropped whole when its
-// slice has fired. Iteration visits every slot (O(capacity)).
+// key with Hash (amortised O(1) per insert). No erase of one entry: a table is dropped or
+// cleared whole (clear() keeps its slots for the next slice) when its slice has fired. Iteration visits every slot (O(capacity)).
 //
 // Thread safety: distinct objects safe, shared objects unsafe (one worker owns a table).
 // Errors: allocation throws std::bad_alloc, before anything changed (try_emplace, reserve);
@@ -44,6 +44,7 @@
 #include <iterator>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include <sys/mman.h>
@@ -95,6 +96,17 @@ class key_table {
     if (want > capacity()) rehash(want);
   }
 
+  /// Removes every entry and keeps the slots (capacity() unchanged), so a table can be
+  /// refilled without allocating: destroys each entry, then zeroes the capacity() + 7 tag
+  /// bytes. O(capacity()); noexcept.
+  void clear() noexcept {
+    if (slots_ == nullptr) return;
+    if constexpr (!std::is_trivially_destructible_v<value_type>)
+      for (std::size_t i = 0; i <= mask_; ++i)
+        if (tags_[i] != 0) slots_[i].~value_type();
+    std::memset(tags_.get(), 0, mask_ + 1 + 7);
+    size_ = 0;
+  }
   /// Hints that `hash` will be looked up soon: fetches its home slot into the cache (no
   /// effect on the table's contents; nothing when it has no slots). The tags are not
   /// fetched: at one byte a slot they stay in L2 when the slots do not. O(1).

@@ -23,7 +23,8 @@
 //
 // Cost. State is O(keys x open slices) for tumbling/sliding (a slice is gcd(size, slide)
 // long; sliding windows add the two stacks, at most one accumulator per key and slice of
-// one window) and O(keys x open sessions) for sessions, never O(records) — except that
+// one window, and a number and a key copy per key of the two windows they span; at most
+// two emptied slice tables are kept for reuse) and O(keys x open sessions) for sessions, never O(records) — except that
 // records from a source that tracks acknowledgements (rill::kafka_source) keep their ack
 // token in their slice until every window holding the slice has been emitted
 // (at-least-once: record.hpp). push() of an in-time record: one rill::key_table lookup
@@ -42,6 +43,7 @@
 #include <boost/container_hash/hash.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <chrono>
 #include <cstddef>
@@ -330,7 +332,7 @@ class keyed_window_aggregator {
     for (auto& [j, sl] : slices_) {
       if (k_last(j) <= fired_k_) continue;  // every window of it fired already
       for (auto& [k, a] : sl.acks) fail_all(a);
-      n += sl.accs.size();
+      n += sl.size();
     }
     keys_.clear();
     timers_.clear();
@@ -376,8 +378,7 @@ class keyed_window_aggregator {
     } else {
       absl::flat_hash_set<K, detail::probe_hash<K, Hash>, detail::probe_eq<K>> seen(
           0, detail::probe_hash<K, Hash>{hash_});
-      for (const auto& [j, sl] : slices_)
-        for (const auto& [k, a] : sl.accs) seen.insert(k);
+      for (const auto& [j, sl] : slices_) sl.each([&](const K& k, const accumulator&) { seen.insert(k); });
       return seen.size();
     }
   }
@@ -424,9 +425,12 @@ class keyed_window_aggregator {
   // costs one table lookup, as a hand-written per-window map does. Windows fire globally
   // in k order (fired_k_: every window <= it has fired). Sliding windows merge their
   // slices' tables with two stacks (Tangwongsan et al., "General incremental
-  // sliding-window aggregation", VLDB 2015): window_ holds the slices of the last window
+  // sliding-window aggregation", VLDB 2015): they hold the slices of the last window
   // fired, as a front part with suffix aggregates and a back part with one running
-  // aggregate, so each slice is merged O(1) times however many windows hold it.
+  // aggregate, so each slice is merged O(1) times however many windows hold it. The
+  // stacks keep accumulators in vectors indexed by a dense number per key (stack_index),
+  // so firing a window is one pass over vectors (docs/design.md "Sliding windows with a
+  // short slide").
   detail::wide k_first(detail::wide j) const noexcept {
     return detail::floor_div_wide(j * slice_ - size_, slide_) + 1;
   }
@@ -448,11 +452,35 @@ class keyed_window_aggregator {
   // tracks acks live in a table of their own, empty otherwise).
   using slice_accs = key_table<K, accumulator, detail::probe_hash<K, Hash>>;
   using slice_acks = absl::flat_hash_map<K, acks_t, detail::probe_hash<K, Hash>, detail::probe_eq<K>>;
+  // A closed slice of a sliding window (one no in-time record can reach) is packed once
+  // its windows start firing: its entries move to a vector, read in order by the stacks,
+  // and its table goes to spare_ for the next new slice, whose first writes then hit
+  // memory still in the cache. A record or lookup that needs a packed slice's table
+  // (behind the watermark, allowed-late) unpacks it first.
+  struct packed_entry {
+    K key;
+    std::uint32_t index = 0;  // the key's stack index, when stack_gen is the stacks' gen_
+    std::size_t hash;         // key_by's
+    accumulator acc;
+  };
   struct slice_table {
     explicit slice_table(const Hash& h)
         : accs(detail::probe_hash<K, Hash>{h}), acks(0, detail::probe_hash<K, Hash>{h}) {}
-    slice_accs accs;
+    slice_accs accs;                   // empty while packed
+    std::vector<packed_entry> packed;  // the entries while packed
+    bool is_packed = false;
+    std::uint64_t stack_gen = 0;  // the stacks' gen_ when it was pushed onto the back
     slice_acks acks;
+    std::size_t size() const noexcept { return is_packed ? packed.size() : accs.size(); }
+    // f(key, accumulator) for every entry.
+    template <class F>
+    void each(F&& f) const {
+      if (is_packed) {
+        for (const auto& e : packed) f(e.key, e.acc);
+      } else {
+        for (const auto& [k, a] : accs) f(k, a);
+      }
+    }
   };
   const acks_t& acks_of(const slice_table& sl, const K& k) const {
     static const acks_t none;
@@ -460,22 +488,69 @@ class keyed_window_aggregator {
     auto it = sl.acks.find(k);
     return it == sl.acks.end() ? none : it->second;
   }
-  // The two stacks' tables keep key_by's hash beside the key: emission looks keys up
-  // across tables without hashing again.
-  using acc_table = absl::flat_hash_map<detail::hashed_key<K>, accumulator, detail::hashed_key_hash,
-                                        detail::hashed_key_eq>;
 
   slice_table& slice_of(std::int64_t j) {
-    if (last_slice_ != slices_.end() && last_slice_->first == j) return last_slice_->second;
+    if (last_slice_ != slices_.end() && last_slice_->first == j) {
+      if (last_slice_->second.is_packed) [[unlikely]] unpack(last_slice_->second);
+      return last_slice_->second;
+    }
     auto [it, fresh] = slices_.try_emplace(j, hash_);
     last_slice_ = it;
     if (fresh) {
       // Keys repeat from slice to slice: size the table like its predecessor's instead
       // of growing it by rehashing (short slices of sliding windows are made often).
-      if (it != slices_.begin()) it->second.accs.reserve(std::prev(it)->second.accs.size());
+      it->second.accs = take_table(it != slices_.begin() ? std::prev(it)->second.size() : 0);
       next_fire_ = next_fire_end();  // a new slice may hold an earlier window
+    } else if (it->second.is_packed) [[unlikely]] {
+      unpack(it->second);
     }
     return it->second;
+  }
+
+  // A table with room for n entries: a spare one when its capacity is at most 4x what n
+  // needs (iteration visits every slot), else a new one.
+  slice_accs take_table(std::size_t n) {
+    const std::size_t want = std::bit_ceil(std::max<std::size_t>(16, 2 * n));
+    while (!spare_.empty()) {
+      slice_accs t = std::move(spare_.back());
+      spare_.pop_back();
+      if (t.capacity() > 4 * want) continue;
+      t.reserve(n);
+      return t;
+    }
+    slice_accs t{detail::probe_hash<K, Hash>{hash_}};
+    t.reserve(n);
+    return t;
+  }
+  // Keeps a fired slice's table, emptied, for take_table (at most max_spare of them).
+  void recycle(slice_accs&& t) noexcept {
+    if (spare_.size() >= max_spare || t.capacity() == 0) return;
+    t.clear();
+    spare_.push_back(std::move(t));  // no allocation: capacity reserved in the constructor
+  }
+  static constexpr std::size_t max_spare = 2;
+
+  // Moves a slice's entries to its packed vector (copies first: on an exception nothing
+  // changed) and recycles its table.
+  void pack(slice_table& sl) {
+    if (sl.is_packed) return;
+    std::vector<packed_entry> p = std::move(spare_packed_);
+    p.clear();
+    p.reserve(sl.accs.size());
+    for (const auto& [k, a] : sl.accs) p.push_back(packed_entry{k, 0, sl.accs.hash_function()(k), a});
+    if (hot_ == &sl) set_hot(nullptr);
+    sl.packed = std::move(p);
+    sl.is_packed = true;
+    recycle(std::move(sl.accs));
+    sl.accs = slice_accs{detail::probe_hash<K, Hash>{hash_}};
+  }
+  // Puts a packed slice's entries back in a table (the hashes are kept: no key is hashed).
+  void unpack(slice_table& sl) {
+    slice_accs t = take_table(sl.packed.size());
+    for (const auto& e : sl.packed) t.try_emplace(e.key, e.hash, [&] { return e.acc; });
+    sl.accs = std::move(t);
+    sl.packed = {};
+    sl.is_packed = false;
   }
 
   // The table of the cached slice when ns lies in it, else nullptr: one unsigned compare
@@ -575,6 +650,7 @@ class keyed_window_aggregator {
     bool other = false;
     for (auto it = slices_.lower_bound(std::int64_t(first_slice(k))); it != slices_.end() && it->first < end_slice(k);
          ++it) {
+      if (it->second.is_packed) unpack(it->second);
       auto* e = it->second.accs.find(key, hash);
       if (e == nullptr) continue;
       if (it->first != j) other = true;
@@ -617,9 +693,11 @@ class keyed_window_aggregator {
       // Slices whose every window fired: acks are in the results; past the lateness, gone.
       for (auto it = slices_.begin(); it != slices_.end() && k_last(it->first) <= fired_k_;) {
         if (plus_lateness(win_end(k_last(it->first))) <= w) {
-          entries_ -= it->second.accs.size();
+          entries_ -= it->second.size();
           if (last_slice_ == it) last_slice_ = slices_.end();
           if (hot_ == &it->second) set_hot(nullptr);
+          recycle(std::move(it->second.accs));
+          if (it->second.is_packed) spare_packed_ = std::move(it->second.packed);
           it = slices_.erase(it);
         } else {
           if (has_acks_) it->second.acks.clear();
@@ -636,6 +714,7 @@ class keyed_window_aggregator {
     if (slide_ == size_) {  // tumbling: window k is slice k
       auto it = slices_.find(std::int64_t(k));
       if (it == slices_.end()) return;
+      assert(!it->second.is_packed);  // tumbling slices are never packed
       for (auto& [key, acc] : it->second.accs)
         deliver(key, start, end, agg_.result(acc), joined(acks_of(it->second, key)), false, on_result);
       return;
@@ -650,46 +729,65 @@ class keyed_window_aggregator {
         absl::flat_hash_map<K, merged, detail::probe_hash<K, Hash>, detail::probe_eq<K>> out(
             0, detail::probe_hash<K, Hash>{hash_});
         for (auto it = slices_.lower_bound(lo); it != slices_.end() && it->first < hi; ++it) {
-          for (const auto& [key, a] : it->second.accs) {
+          it->second.each([&](const K& key, const accumulator& a) {
             auto [o, fresh] = out.try_emplace(key, merged{a, {}});
             if (!fresh) agg_.merge(o->second.acc, a);
             const acks_t& ka = acks_of(it->second, key);
             o->second.acks.insert(o->second.acks.end(), ka.begin(), ka.end());
-          }
+          });
         }
         for (auto& [key, m] : out) deliver(key, start, end, agg_.result(m.acc), joined(m.acks), false, on_result);
         return;
       }
       slide_window(lo, hi);
-      const acc_table* front = front_head_ < front_.size() ? &front_[front_head_].suffix : nullptr;
-      std::size_t in_both = 0;  // keys of back_ met in front: all of them, usually
-      if (front) {
-        for (const auto& [hk, a] : *front) {
-          auto b = back_.find(hk);
-          if (b == back_.end()) {
-            deliver(hk.key, start, end, agg_.result(a), nullptr, false, on_result);
+      // One pass over the stacks' keys by index: the head suffix holds indices [0, nf),
+      // the back those with back_has_ set.
+      const std::vector<accumulator>* head = front_head_ < front_.size() ? &front_[front_head_].suffix : nullptr;
+      const std::size_t nf = head != nullptr ? head->size() : 0;
+      for (std::size_t i = 0; i < stack_keys_.size(); ++i) {
+        if (i < nf) {
+          if (back_has_[i]) {
+            accumulator acc = (*head)[i];
+            agg_.merge(acc, back_acc_[i]);
+            deliver(stack_keys_[i], start, end, agg_.result(acc), nullptr, false, on_result);
           } else {
-            ++in_both;
-            accumulator acc = a;
-            agg_.merge(acc, b->second);
-            deliver(hk.key, start, end, agg_.result(acc), nullptr, false, on_result);
+            deliver(stack_keys_[i], start, end, agg_.result((*head)[i]), nullptr, false, on_result);
           }
+        } else if (back_has_[i]) {
+          deliver(stack_keys_[i], start, end, agg_.result(back_acc_[i]), nullptr, false, on_result);
         }
       }
-      if (in_both == back_.size()) return;  // no key of back_ is missing from front
-      for (const auto& [hk, a] : back_)
-        if (!front || front->find(hk) == front->end())
-          deliver(hk.key, start, end, agg_.result(a), nullptr, false, on_result);
     }
   }
 
-  // Folds a slice's accumulators into a stack table (no acks: see emit_window).
-  void merge_table(acc_table& into, const slice_table& from) {
-    for (const auto& [key, a] : from.accs) {
-      auto [it, fresh] = into.try_emplace(detail::hashed_key<K>{key, from.accs.hash_function()(key)}, a);
-      if constexpr (mergeable_aggregate<Agg, T>)
-        if (!fresh) agg_.merge(it->second, a);
+  // f(key, key_by's hash, accumulator) for every entry of a slice (a packed slice keeps
+  // the hashes; a table's key is hashed again).
+  template <class F>
+  static void each_hashed(const slice_table& sl, F&& f) {
+    if (sl.is_packed) {
+      for (const auto& e : sl.packed) f(e.key, e.hash, e.acc);
+    } else {
+      for (const auto& [key, a] : sl.accs) f(key, sl.accs.hash_function()(key), a);
     }
+  }
+
+  // The stacks' index of a key: stack_index_ numbers the keys of the stacks 0, 1, ...
+  // from the last flip on (the front's keys first); back_acc_ and back_has_ grow with it.
+  std::uint32_t stack_index(const K& key, std::size_t hash) {
+    const auto [it, fresh] =
+        stack_index_.try_emplace(detail::hashed_key<K>{key, hash}, std::uint32_t(stack_keys_.size()));
+    if (fresh) {
+      stack_keys_.push_back(key);
+      back_acc_.push_back(agg_.init());
+      back_has_.push_back(0);
+    }
+    return it->second;
+  }
+  void clear_stack_keys() noexcept {
+    stack_index_.clear();
+    stack_keys_.clear();
+    back_acc_.clear();
+    back_has_.clear();
   }
 
   // Moves the two stacks to the slices [lo, hi) of the next window.
@@ -697,35 +795,82 @@ class keyed_window_aggregator {
     if (!window_valid_) {  // first use, or a record changed a slice inside: rebuild
       front_.clear();
       front_head_ = 0;
-      back_.clear();
       back_slices_.clear();
+      clear_stack_keys();
+      ++gen_;
       window_hi_ = lo;
     }
     window_valid_ = true;
     // pop slices before lo from the front; flip the back into the front when it is empty
     while (front_head_ < front_.size() && front_[front_head_].j < lo) ++front_head_;
-    if (front_head_ == front_.size()) {
-      front_.clear();
-      front_head_ = 0;
-      std::erase_if(back_slices_, [lo](std::int64_t j) { return j < lo; });
-      front_.resize(back_slices_.size());
-      acc_table run;  // suffix aggregates, from the newest slice to the oldest
-      for (std::size_t i = back_slices_.size(); i-- > 0;) {
-        auto it = slices_.find(back_slices_[i]);
-        if (it != slices_.end()) merge_table(run, it->second);
-        front_[i].j = back_slices_[i];
-        front_[i].suffix = run;
-      }
-      back_slices_.clear();
-      back_.clear();
-    }
-    // push the slices up to hi onto the back
+    if (front_head_ == front_.size()) flip(lo);
+    // push the slices up to hi onto the back (slices below hi end at or before W: closed,
+    // so packed); their entries learn their stack index
     for (auto it = slices_.lower_bound(std::max(window_hi_, lo)); it != slices_.end() && it->first < hi; ++it) {
       back_slices_.push_back(it->first);
-      merge_table(back_, it->second);
+      slice_table& sl = it->second;
+      pack(sl);
+      sl.stack_gen = gen_;
+      for (packed_entry& e : sl.packed) {
+        e.index = stack_index(e.key, e.hash);
+        if (!back_has_[e.index]) {
+          back_acc_[e.index] = e.acc;
+          back_has_[e.index] = 1;
+        } else if constexpr (mergeable_aggregate<Agg, T>) {
+          agg_.merge(back_acc_[e.index], e.acc);
+        }
+      }
     }
     window_lo_ = lo;
     window_hi_ = std::max(window_hi_, hi);
+  }
+
+  // The back's slices from lo on become the front, as suffix aggregates from the newest
+  // slice to the oldest. The keys are numbered anew in the order the newest-first pass
+  // meets them, so a suffix's keys are the indices [0, its size). An entry pushed in
+  // this generation carries its old index (one array read to renumber it); any other is
+  // looked up by key.
+  void flip(std::int64_t lo) {
+    front_head_ = 0;
+    std::erase_if(back_slices_, [lo](std::int64_t j) { return j < lo; });
+    front_.resize(back_slices_.size());  // the kept suffix vectors keep their capacity
+    const auto old_index = std::exchange(stack_index_, {});
+    const auto old_keys = std::exchange(stack_keys_, {});
+    constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+    std::vector<std::uint32_t> renumbered(old_keys.size(), none);
+    stack_index_.reserve(old_index.size());
+    back_acc_.clear();
+    back_has_.clear();
+    std::vector<accumulator> run;  // suffix aggregates by new index
+    auto fold = [&](std::uint32_t x, const accumulator& a) {
+      if (x == run.size()) {
+        run.push_back(a);
+      } else if constexpr (mergeable_aggregate<Agg, T>) {
+        agg_.merge(run[x], a);
+      }
+    };
+    auto by_old = [&](std::uint32_t o, const K& key, std::size_t hash) {
+      if (renumbered[o] == none) renumbered[o] = stack_index(key, hash);
+      return renumbered[o];
+    };
+    for (std::size_t i = back_slices_.size(); i-- > 0;) {
+      auto it = slices_.find(back_slices_[i]);
+      if (it != slices_.end()) {
+        const slice_table& sl = it->second;
+        if (sl.is_packed && sl.stack_gen == gen_) {
+          for (const packed_entry& e : sl.packed) fold(by_old(e.index, e.key, e.hash), e.acc);
+        } else {
+          each_hashed(sl, [&](const K& key, std::size_t hash, const accumulator& a) {
+            const auto o = old_index.find(detail::hashed_key<K>{key, hash});
+            fold(o != old_index.end() ? by_old(o->second, key, hash) : stack_index(key, hash), a);
+          });
+        }
+      }
+      front_[i].j = back_slices_[i];
+      front_[i].suffix = run;
+    }
+    back_slices_.clear();
+    ++gen_;
   }
 
   // ---- sessions ----
@@ -893,20 +1038,33 @@ class keyed_window_aggregator {
   // tumbling/sliding: one table per slice, and the two stacks of the last window fired
   std::map<std::int64_t, slice_table> slices_;
   typename std::map<std::int64_t, slice_table>::iterator last_slice_ = slices_.end();
+  std::vector<packed_entry> spare_packed_;  // the vector of the last packed slice erased
+  std::vector<slice_accs> spare_ = [] {  // emptied tables of fired or packed slices
+    std::vector<slice_accs> v;
+    v.reserve(max_spare);
+    return v;
+  }();
   detail::wide fired_k_ = detail::wide(std::numeric_limits<std::int64_t>::min()) * 2;
   bool has_acks_ = false;
   event_time next_fire_ = event_time_max;  // end of the next window to fire
   std::int64_t cached_j_ = 0, cached_lo_ = 0, cached_hi_ = 0;  // slice_index's last slice
   slice_table* hot_ = nullptr;  // the table of slice cached_j_, once it exists
   std::uint64_t hot_span_ = 0;   // cached_hi_ - cached_lo_ while hot_ is set, else 0
+  // sliding: the stacks hold accumulators by a dense index of their keys (stack_index)
   struct stacked {
     std::int64_t j = 0;
-    acc_table suffix;  // merge of this slice and every newer one of the front part
+    std::vector<accumulator> suffix;  // by index: this slice merged with every newer one of
+                                      // the front; its keys are exactly indices [0, size)
   };
   std::vector<stacked> front_;
   std::size_t front_head_ = 0;
-  acc_table back_;                        // merge of back_slices_
+  absl::flat_hash_map<detail::hashed_key<K>, std::uint32_t, detail::hashed_key_hash, detail::hashed_key_eq>
+      stack_index_;
+  std::vector<K> stack_keys_;              // index -> key
+  std::vector<accumulator> back_acc_;      // index -> merge of back_slices_ (where back_has_)
+  std::vector<std::uint8_t> back_has_;     // index -> the key has an entry in back_slices_
   std::vector<std::int64_t> back_slices_;  // in window order
+  std::uint64_t gen_ = 1;                  // +1 at every flip and rebuild (packed_entry::index)
   std::int64_t window_lo_ = 0, window_hi_ = 0;
   bool window_valid_ = false;
   std::size_t entries_ = 0, peak_entries_ = 0;
