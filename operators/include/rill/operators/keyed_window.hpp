@@ -774,8 +774,8 @@ class keyed_window_aggregator {
   // The stacks' index of a key: stack_index_ numbers the keys of the stacks 0, 1, ...
   // from the last flip on (the front's keys first); back_acc_ and back_has_ grow with it.
   std::uint32_t stack_index(const K& key, std::size_t hash) {
-    const auto [it, fresh] =
-        stack_index_.try_emplace(detail::hashed_key<K>{key, hash}, std::uint32_t(stack_keys_.size()));
+    const auto n = std::uint32_t(stack_keys_.size());
+    const auto [it, fresh] = stack_index_.try_emplace(key, hash, [n] { return n; });
     if (fresh) {
       stack_keys_.push_back(key);
       back_acc_.push_back(agg_.init());
@@ -834,14 +834,18 @@ class keyed_window_aggregator {
     front_head_ = 0;
     std::erase_if(back_slices_, [lo](std::int64_t j) { return j < lo; });
     front_.resize(back_slices_.size());  // the kept suffix vectors keep their capacity
-    const auto old_index = std::exchange(stack_index_, {});
-    const auto old_keys = std::exchange(stack_keys_, {});
+    // The old numbering moves to prev_*: their buffers are kept from flip to flip.
+    std::swap(stack_index_, prev_index_);
+    std::swap(stack_keys_, prev_keys_);
+    stack_index_.clear();
+    stack_keys_.clear();
+    stack_index_.reserve(prev_index_.size());
     constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
-    std::vector<std::uint32_t> renumbered(old_keys.size(), none);
-    stack_index_.reserve(old_index.size());
+    renumbered_.assign(prev_keys_.size(), none);
     back_acc_.clear();
     back_has_.clear();
-    std::vector<accumulator> run;  // suffix aggregates by new index
+    std::vector<accumulator>& run = run_;  // suffix aggregates by new index
+    run.clear();
     auto fold = [&](std::uint32_t x, const accumulator& a) {
       if (x == run.size()) {
         run.push_back(a);
@@ -850,8 +854,8 @@ class keyed_window_aggregator {
       }
     };
     auto by_old = [&](std::uint32_t o, const K& key, std::size_t hash) {
-      if (renumbered[o] == none) renumbered[o] = stack_index(key, hash);
-      return renumbered[o];
+      if (renumbered_[o] == none) renumbered_[o] = stack_index(key, hash);
+      return renumbered_[o];
     };
     for (std::size_t i = back_slices_.size(); i-- > 0;) {
       auto it = slices_.find(back_slices_[i]);
@@ -861,8 +865,8 @@ class keyed_window_aggregator {
           for (const packed_entry& e : sl.packed) fold(by_old(e.index, e.key, e.hash), e.acc);
         } else {
           each_hashed(sl, [&](const K& key, std::size_t hash, const accumulator& a) {
-            const auto o = old_index.find(detail::hashed_key<K>{key, hash});
-            fold(o != old_index.end() ? by_old(o->second, key, hash) : stack_index(key, hash), a);
+            const auto* o = prev_index_.find(key, hash);
+            fold(o != nullptr ? by_old(o->second, key, hash) : stack_index(key, hash), a);
           });
         }
       }
@@ -1058,9 +1062,14 @@ class keyed_window_aggregator {
   };
   std::vector<stacked> front_;
   std::size_t front_head_ = 0;
-  absl::flat_hash_map<detail::hashed_key<K>, std::uint32_t, detail::hashed_key_hash, detail::hashed_key_eq>
-      stack_index_;
-  std::vector<K> stack_keys_;              // index -> key
+  using index_table = key_table<K, std::uint32_t, detail::probe_hash<K, Hash>>;
+  index_table stack_index_{detail::probe_hash<K, Hash>{hash_}};  // key -> index
+  std::vector<K> stack_keys_;                                     // index -> key
+  // the numbering before the last flip, and flip()'s work vectors (kept for their capacity)
+  index_table prev_index_{detail::probe_hash<K, Hash>{hash_}};
+  std::vector<K> prev_keys_;
+  std::vector<std::uint32_t> renumbered_;
+  std::vector<accumulator> run_;
   std::vector<accumulator> back_acc_;      // index -> merge of back_slices_ (where back_has_)
   std::vector<std::uint8_t> back_has_;     // index -> the key has an entry in back_slices_
   std::vector<std::int64_t> back_slices_;  // in window order
