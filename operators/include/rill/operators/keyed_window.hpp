@@ -530,14 +530,18 @@ class keyed_window_aggregator {
   }
   static constexpr std::size_t max_spare = 2;
 
-  // Moves a slice's entries to its packed vector (copies first: on an exception nothing
-  // changed) and recycles its table.
-  void pack(slice_table& sl) {
-    if (sl.is_packed) return;
+  // Moves a slice's entries to its packed vector (copies first: on an exception the slice
+  // is unchanged) and recycles its table; on_entry(packed_entry&) sees each entry as it
+  // is copied.
+  template <class OnEntry>
+  void pack(slice_table& sl, OnEntry&& on_entry) {
     std::vector<packed_entry> p = std::move(spare_packed_);
     p.clear();
     p.reserve(sl.accs.size());
-    for (const auto& [k, a] : sl.accs) p.push_back(packed_entry{k, 0, sl.accs.hash_function()(k), a});
+    for (const auto& [k, a] : sl.accs) {
+      p.push_back(packed_entry{k, 0, sl.accs.hash_function()(k), a});
+      on_entry(p.back());
+    }
     if (hot_ == &sl) set_hot(nullptr);
     sl.packed = std::move(p);
     sl.is_packed = true;
@@ -800,29 +804,34 @@ class keyed_window_aggregator {
       ++gen_;
       window_hi_ = lo;
     }
-    window_valid_ = true;
+    window_valid_ = false;  // until the end: an exception leaves the stacks to be rebuilt
     // pop slices before lo from the front; flip the back into the front when it is empty
     while (front_head_ < front_.size() && front_[front_head_].j < lo) ++front_head_;
     if (front_head_ == front_.size()) flip(lo);
     // push the slices up to hi onto the back (slices below hi end at or before W: closed,
     // so packed); their entries learn their stack index
+    auto to_back = [&](packed_entry& e) {
+      e.index = stack_index(e.key, e.hash);
+      if (!back_has_[e.index]) {
+        back_acc_[e.index] = e.acc;
+        back_has_[e.index] = 1;
+      } else if constexpr (mergeable_aggregate<Agg, T>) {
+        agg_.merge(back_acc_[e.index], e.acc);
+      }
+    };
     for (auto it = slices_.lower_bound(std::max(window_hi_, lo)); it != slices_.end() && it->first < hi; ++it) {
       back_slices_.push_back(it->first);
       slice_table& sl = it->second;
-      pack(sl);
-      sl.stack_gen = gen_;
-      for (packed_entry& e : sl.packed) {
-        e.index = stack_index(e.key, e.hash);
-        if (!back_has_[e.index]) {
-          back_acc_[e.index] = e.acc;
-          back_has_[e.index] = 1;
-        } else if constexpr (mergeable_aggregate<Agg, T>) {
-          agg_.merge(back_acc_[e.index], e.acc);
-        }
+      if (sl.is_packed) {
+        for (packed_entry& e : sl.packed) to_back(e);
+      } else {
+        pack(sl, to_back);
       }
+      sl.stack_gen = gen_;
     }
     window_lo_ = lo;
     window_hi_ = std::max(window_hi_, hi);
+    window_valid_ = true;
   }
 
   // The back's slices from lo on become the front, as suffix aggregates from the newest
