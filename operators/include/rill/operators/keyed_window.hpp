@@ -457,10 +457,9 @@ class keyed_window_aggregator {
   // and its table goes to spare_ for the next new slice, whose first writes then hit
   // memory still in the cache. A record or lookup that needs a packed slice's table
   // (behind the watermark, allowed-late) unpacks it first.
-  struct packed_entry {
+  struct packed_entry {  // no hash: 16 bytes for a 4-byte key and a count
     K key;
     std::uint32_t index = 0;  // the key's stack index, when stack_gen is the stacks' gen_
-    std::size_t hash;         // key_by's
     accumulator acc;
   };
   struct slice_table {
@@ -531,16 +530,16 @@ class keyed_window_aggregator {
   static constexpr std::size_t max_spare = 2;
 
   // Moves a slice's entries to its packed vector (copies first: on an exception the slice
-  // is unchanged) and recycles its table; on_entry(packed_entry&) sees each entry as it
-  // is copied.
+  // is unchanged) and recycles its table; on_entry(packed_entry&, hash) sees each entry as it
+  // is copied, with key_by's hash of its key.
   template <class OnEntry>
   void pack(slice_table& sl, OnEntry&& on_entry) {
     std::vector<packed_entry> p = std::move(spare_packed_);
     p.clear();
     p.reserve(sl.accs.size());
     for (const auto& [k, a] : sl.accs) {
-      p.push_back(packed_entry{k, 0, sl.accs.hash_function()(k), a});
-      on_entry(p.back());
+      p.push_back(packed_entry{k, 0, a});
+      on_entry(p.back(), sl.accs.hash_function()(k));
     }
     if (hot_ == &sl) set_hot(nullptr);
     sl.packed = std::move(p);
@@ -551,7 +550,7 @@ class keyed_window_aggregator {
   // Puts a packed slice's entries back in a table (the hashes are kept: no key is hashed).
   void unpack(slice_table& sl) {
     slice_accs t = take_table(sl.packed.size());
-    for (const auto& e : sl.packed) t.try_emplace(e.key, e.hash, [&] { return e.acc; });
+    for (const auto& e : sl.packed) t.try_emplace(e.key, t.hash_function()(e.key), [&] { return e.acc; });
     sl.accs = std::move(t);
     sl.packed = {};
     sl.is_packed = false;
@@ -764,12 +763,12 @@ class keyed_window_aggregator {
     }
   }
 
-  // f(key, key_by's hash, accumulator) for every entry of a slice (a packed slice keeps
-  // the hashes; a table's key is hashed again).
+  // f(key, key_by's hash, accumulator) for every entry of a slice (each key hashed again:
+  // neither a table slot nor a packed entry keeps its hash).
   template <class F>
   static void each_hashed(const slice_table& sl, F&& f) {
     if (sl.is_packed) {
-      for (const auto& e : sl.packed) f(e.key, e.hash, e.acc);
+      for (const auto& e : sl.packed) f(e.key, sl.accs.hash_function()(e.key), e.acc);
     } else {
       for (const auto& [key, a] : sl.accs) f(key, sl.accs.hash_function()(key), a);
     }
@@ -810,8 +809,8 @@ class keyed_window_aggregator {
     if (front_head_ == front_.size()) flip(lo);
     // push the slices up to hi onto the back (slices below hi end at or before W: closed,
     // so packed); their entries learn their stack index
-    auto to_back = [&](packed_entry& e) {
-      e.index = stack_index(e.key, e.hash);
+    auto to_back = [&](packed_entry& e, std::size_t hash) {
+      e.index = stack_index(e.key, hash);
       if (!back_has_[e.index]) {
         back_acc_[e.index] = e.acc;
         back_has_[e.index] = 1;
@@ -823,7 +822,7 @@ class keyed_window_aggregator {
       back_slices_.push_back(it->first);
       slice_table& sl = it->second;
       if (sl.is_packed) {
-        for (packed_entry& e : sl.packed) to_back(e);
+        for (packed_entry& e : sl.packed) to_back(e, sl.accs.hash_function()(e.key));
       } else {
         pack(sl, to_back);
       }
@@ -871,7 +870,11 @@ class keyed_window_aggregator {
       if (it != slices_.end()) {
         const slice_table& sl = it->second;
         if (sl.is_packed && sl.stack_gen == gen_) {
-          for (const packed_entry& e : sl.packed) fold(by_old(e.index, e.key, e.hash), e.acc);
+          for (const packed_entry& e : sl.packed) {
+            fold(renumbered_[e.index] != none ? renumbered_[e.index]
+                                              : by_old(e.index, e.key, sl.accs.hash_function()(e.key)),
+                 e.acc);
+          }
         } else {
           each_hashed(sl, [&](const K& key, std::size_t hash, const accumulator& a) {
             const auto* o = prev_index_.find(key, hash);
