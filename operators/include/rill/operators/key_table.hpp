@@ -28,7 +28,8 @@
 // Cost: memory = capacity x (sizeof(std::pair<K, V>) + 1) bytes, capacity the power of two
 // >= 2 x size (at least 16); growing doubles it and re-inserts every entry, rehashing its
 // key with Hash (amortised O(1) per insert). No erase of one entry: a table is dropped or
-// cleared whole (clear() keeps its slots for the next slice) when its slice has fired. Iteration visits every slot (O(capacity)).
+// cleared whole (clear() keeps its slots for the next slice) when its slice has fired.
+// Iteration visits every slot (O(capacity)).
 //
 // Thread safety: distinct objects safe, shared objects unsafe (one worker owns a table).
 // Errors: allocation throws std::bad_alloc, before anything changed (try_emplace, reserve);

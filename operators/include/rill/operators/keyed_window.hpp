@@ -24,12 +24,13 @@
 // Cost. State is O(keys x open slices) for tumbling/sliding (a slice is gcd(size, slide)
 // long; sliding windows add the two stacks, at most one accumulator per key and slice of
 // one window, and a number and a key copy per key of the two windows they span; at most
-// two emptied slice tables are kept for reuse) and O(keys x open sessions) for sessions, never O(records) — except that
-// records from a source that tracks acknowledgements (rill::kafka_source) keep their ack
-// token in their slice until every window holding the slice has been emitted
-// (at-least-once: record.hpp). push() of an in-time record: one rill::key_table lookup
-// in its slice's table (the key_by hash is passed in, not recomputed) and one add();
-// prefetch() fetches that table slot ahead of the push. Firing a window emits each of its keys once; a sliding window merges O(1)
+// two emptied slice tables are kept for reuse) and O(keys x open sessions) for sessions,
+// never O(records) — except that records from a source that tracks acknowledgements
+// (rill::kafka_source) keep their ack token in their slice until every window holding the
+// slice has been emitted (at-least-once: record.hpp). push() of an in-time record: one
+// rill::key_table lookup in its slice's table (the key_by hash is passed in, not
+// recomputed) and one add(); prefetch() fetches that table slot ahead of the push. Firing
+// a window emits each of its keys once; a sliding window merges O(1)
 // accumulators per key (two stacks). Sessions: a sorted vector of sessions per key and
 // one timer per key, O(log open session ends) to insert.
 //
@@ -547,7 +548,7 @@ class keyed_window_aggregator {
     recycle(std::move(sl.accs));
     sl.accs = slice_accs{detail::probe_hash<K, Hash>{hash_}};
   }
-  // Puts a packed slice's entries back in a table (the hashes are kept: no key is hashed).
+  // Puts a packed slice's entries back in a table (each key hashed again).
   void unpack(slice_table& sl) {
     slice_accs t = take_table(sl.packed.size());
     for (const auto& e : sl.packed) t.try_emplace(e.key, t.hash_function()(e.key), [&] { return e.acc; });
