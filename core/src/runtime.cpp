@@ -250,9 +250,11 @@ runtime::control& runtime::control_loop() {
 runtime::runtime(runtime_options opts) : opts_(std::move(opts)) {
   topo_ = opts_.topology.empty() ? topology::discover() : topology::synthetic(opts_.topology);
   const std::size_t n = opts_.workers == 0 ? topo_.core_count() : opts_.workers;
-  if (n == 0 || n > 4096) {
-    throw config_error("runtime.workers", "runtime.workers must be in 1..4096, got " +
-                                              std::to_string(opts_.workers));
+  if (n == 0 || n > max_workers) {
+    throw config_error("runtime.workers",
+                       "runtime.workers must be in 1.." + std::to_string(max_workers) + " (rill::max_workers), got " +
+                           (opts_.workers == 0 ? "0 (one per core: " + std::to_string(n) + " cores)"
+                                               : std::to_string(opts_.workers)));
   }
   placement_ = topo_.place(n);
   for (std::size_t i = 0; i < n; ++i) workers_.push_back(make_worker(i));

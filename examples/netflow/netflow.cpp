@@ -187,8 +187,10 @@ struct cli {
     app.add_option("--summary", summary_path,
                    "write the summary JSON here; - for stdout (then --output must be a file); "
                    "default: stderr");
-    app.add_option("--workers,-w", workers, "worker threads (default or 0: one per core)")
-        ->check(rill_examples::whole_number(0, 4096, "0 = one per core"));
+    app.add_option("--workers,-w", workers,
+                   "worker threads (default or 0: one per core; more workers than cores share the "
+                   "cores, slower)")
+        ->check(rill_examples::whole_number(0, std::int64_t(rill::max_workers), "0 = one per core"));
     app.add_option("--topology", topology, "synthetic topology, e.g. \"2 nodes x 2 cores\"");
     app.add_option("--report", report_path,
                    "write an HTML page (self-contained: charts of packets/s and bytes/s by protocol, "

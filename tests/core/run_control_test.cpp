@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -202,6 +203,21 @@ TEST(runtime_run_control, request_stop_before_run_is_kept) {
   rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
   rt.request_stop();
   EXPECT_TRUE(rt.run(rill::from(stall_source{0}).sink([](int) {})).stopped);
+}
+
+// More workers than rill::max_workers: the constructor refuses them with the option's
+// key, the value and the range, before any thread starts.
+TEST(runtime_options_check, workers_above_max_workers_are_refused) {
+  try {
+    rill::runtime rt{{.workers = rill::max_workers + 1, .topology = "1 nodes x 1 cores", .pin = false}};
+    ADD_FAILURE() << "accepted " << rt.worker_count() << " workers";
+  } catch (const rill::config_error& e) {
+    EXPECT_EQ(e.key(), "runtime.workers");
+    EXPECT_NE(std::string(e.what()).find("must be in 1..1024 (rill::max_workers), got 1025"), std::string::npos)
+        << e.what();
+  }
+  rill::runtime most{{.workers = rill::max_workers, .topology = "1 nodes x 1 cores", .pin = false}};
+  EXPECT_EQ(most.worker_count(), 1024u);
 }
 
 }  // namespace

@@ -23,8 +23,12 @@ const std::string netflow = NETFLOW_BINARY;
 
 TEST(netflow_cli, huge_and_negative_workers_name_the_option_and_the_range) {
   expect_usage_error(netflow + " --workers 99999999999999999999",
-                     {"--workers", "99999999999999999999", "out of range", "0..4096"});
+                     {"--workers", "99999999999999999999", "out of range", "0..1024"});
   expect_usage_error(netflow + " --workers 5000", {"--workers", "5000", "out of range"});
+  // rill::max_workers: 1024 runs, 1025 is refused before any worker starts.
+  expect_usage_error(netflow + " --workers 1025",
+                     {"--workers: 1025 is out of range: must be in 0..1024 (0 = one per core)"});
+  expect_usage_error(netflow + " --workers 4096", {"--workers", "4096", "out of range", "0..1024"});
   expect_usage_error(netflow + " --workers -1",
                      {"--workers: must be >= 0 (0 = one per core), got -1"});
   expect_usage_error(netflow + " --workers abc", {"--workers", "\"abc\"", "whole number"});

@@ -36,8 +36,8 @@
 // progress callback, and gives the C allocator's free pages back to the system when they
 // exceed memory_release_slack (rill/core/memory_release.hpp). Nothing of the job runs on it.
 //
-// Errors: run() throws rill::config_error for bad options (key "runtime.workers",
-// "runtime.topology"); an exception thrown by user code on a worker stops the run and is
+// Errors: the constructor throws rill::config_error for bad options (key "runtime.workers":
+// more than max_workers; "runtime.topology"); an exception thrown by user code on a worker stops the run and is
 // rethrown by run() after every worker has joined. Source read errors (a truncated
 // capture) do not throw: they are in report.errors, after the records before them went
 // through the pipeline.
@@ -74,8 +74,18 @@
 
 namespace rill {
 
+/// The most workers a runtime takes (runtime_options::workers). A key_by exchange is a
+/// full mesh: it keeps state per (producer, consumer) pair and sends every consumer a
+/// progress and an end-of-stream marker from every producer, so a job's fixed cost grows
+/// with workers^2 (about a million pairs here) however few records it has, and every
+/// marker may wake a sleeping worker. Beyond this, oversubscribed workers (many per core)
+/// spend their run on the mesh: bench/RESULTS.md "Many workers on 2 cores" has the
+/// measurements behind the number.
+inline constexpr std::size_t max_workers = 1024;
+
 struct runtime_options {
-  /// Worker threads; 0 = one per core of the topology.
+  /// Worker threads, 1..max_workers; 0 = one per core of the topology. More workers than
+  /// cores run, sharing the cores (slower, with more stall reports).
   std::size_t workers = 0;
   /// "" = discover with hwloc; otherwise a synthetic topology, e.g. "2 nodes x 2 cores".
   std::string topology{};
@@ -177,7 +187,10 @@ class job {
 
 class runtime {
  public:
-  /// Throws config_error on a bad topology spec.
+  /// Throws config_error: "runtime.workers" when the workers (those given, or one per core
+  /// for 0) are more than max_workers, naming the value and the range;
+  /// "runtime.topology" on a bad topology spec; "runtime.metrics_port" when the port is
+  /// in use.
   explicit runtime(runtime_options opts = {});
   ~runtime();
   runtime(const runtime&) = delete;
