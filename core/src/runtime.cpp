@@ -257,6 +257,13 @@ runtime::runtime(runtime_options opts) : opts_(std::move(opts)) {
                                                : std::to_string(opts_.workers)));
   }
   placement_ = topo_.place(n);
+  {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const std::size_t cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? std::size_t(CPU_COUNT(&set))
+                                                                          : std::thread::hardware_concurrency();
+    workers_per_cpu_ = cpus == 0 ? n : (n + cpus - 1) / cpus;
+  }
   for (std::size_t i = 0; i < n; ++i) workers_.push_back(make_worker(i));
   metrics_ = std::make_shared<metrics_registry>(n);
   scrape_ = std::make_unique<scrape_state>();

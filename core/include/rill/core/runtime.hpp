@@ -197,6 +197,9 @@ class runtime {
   runtime& operator=(const runtime&) = delete;
 
   const rill::topology& topo() const noexcept { return topo_; }
+  /// ceil(workers / CPUs this process may run on (sched_getaffinity)), >= 1: how many
+  /// workers share a CPU. Fixed at construction. Any thread.
+  std::size_t workers_per_cpu() const noexcept { return workers_per_cpu_; }
   std::size_t worker_count() const noexcept { return placement_.size(); }
   /// Node of worker i (synthetic or real).
   std::size_t node_of(std::size_t worker_id) const { return placement_.at(worker_id).node; }
@@ -239,6 +242,7 @@ class runtime {
   rill::topology topo_;
   std::vector<topology::placement> placement_;
   std::vector<std::unique_ptr<worker>> workers_;
+  std::size_t workers_per_cpu_ = 1;
   std::atomic<bool> stop_{false};
   /// The run ends when both are 0: every sink ended, every draining source split closed.
   std::atomic<std::size_t> sinks_left_{0}, drains_left_{0};
