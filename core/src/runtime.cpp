@@ -7,6 +7,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <algorithm>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <future>
 
@@ -122,10 +123,19 @@ struct runtime::control {
 
 namespace {
 
-/// Every caught signal is one request_stop(); the set stays armed until the runtime ends.
+/// A caught signal is one request_stop(); the set stays armed until the runtime ends. A
+/// signal that finds the stop still pending (a drain that takes long) takes the signal's
+/// default action: the process ends at once, as without handle_signals.
 void arm(boost::asio::signal_set& s, runtime& rt) {
-  s.async_wait([&s, &rt](const boost::system::error_code& ec, int) {
+  s.async_wait([&s, &rt](const boost::system::error_code& ec, int sig) {
     if (ec) return;
+    if (rt.stop_requested()) {
+      std::fprintf(stderr, "rill: %s again while stopping: exiting at once\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fflush(stderr);
+      std::signal(sig, SIG_DFL);
+      std::raise(sig);
+      return;
+    }
     rt.request_stop();
     arm(s, rt);
   });

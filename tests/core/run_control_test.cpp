@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -196,6 +197,23 @@ TEST(runtime_run_control, signal_during_run_stops_gracefully) {
   t.join();
   EXPECT_TRUE(rep.stopped);
   EXPECT_EQ(seen.load(), 50);
+}
+
+// A second SIGTERM while the stop the first one asked for is still pending (here no run
+// takes it) ends the process at once by the signal's default action, with a note on
+// stderr: a stop that drains slowly cannot make Ctrl-C useless.
+void signal_twice() {
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false, .handle_signals = true}};
+  std::raise(SIGTERM);
+  for (int i = 0; i < 500 && !rt.stop_requested(); ++i) std::this_thread::sleep_for(10ms);
+  if (!rt.stop_requested()) std::exit(3);
+  std::raise(SIGTERM);
+  std::this_thread::sleep_for(5s);
+  std::exit(0);  // still alive: the second signal was taken as one more graceful stop
+}
+TEST(runtime_run_control_death, second_signal_while_stopping_ends_the_process) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(signal_twice(), ::testing::KilledBySignal(SIGTERM), "rill: SIGTERM again while stopping: exiting at once");
 }
 
 // request_stop() with no run in progress is kept for the next run.

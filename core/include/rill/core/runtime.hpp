@@ -92,8 +92,11 @@ struct runtime_options {
   /// Pin workers to cores (real topologies only).
   bool pin = true;
   /// Catch SIGINT/SIGTERM from construction until destruction (Boost.Asio signal_set on
-  /// the control thread): each signal = request_stop(), a graceful stop of the current or
-  /// the next run. Off: the signals keep their dispositions (default: terminate).
+  /// the control thread): a signal = request_stop(), a graceful stop of the current or
+  /// the next run. A second signal while that stop is still pending ends the process at
+  /// once, by the signal's default action (a note on stderr first): Ctrl-C twice always
+  /// stops, even when draining takes long. Off: the signals keep their dispositions
+  /// (default: terminate).
   bool handle_signals = false;
   /// Period of worker tickers (idle-input detection), processing time.
   std::chrono::milliseconds tick{50};
