@@ -164,6 +164,10 @@ struct cli {
 
   std::optional<int> parse(int argc, char** argv) {
     CLI::App app{"netflow: per-window, per-conversation packet/byte counts of packet captures"};
+    // Every message starts "netflow: ", as the program's other errors do.
+    app.failure_message([](const CLI::App* self, const CLI::Error& e) {
+      return "netflow: " + CLI::FailureMessage::simple(self, e);
+    });
     std::string window_text = "10s", delay_text = "2s";
     auto* input_opt =
         app.add_option("--input,-i", inputs, "capture file (pcap or pcapng); repeat for several inputs")
