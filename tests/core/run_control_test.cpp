@@ -213,7 +213,8 @@ void signal_twice() {
 }
 TEST(runtime_run_control_death, second_signal_while_stopping_ends_the_process) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(signal_twice(), ::testing::KilledBySignal(SIGTERM), "rill: SIGTERM again while stopping: exiting at once");
+  EXPECT_EXIT(signal_twice(), ::testing::KilledBySignal(SIGTERM),
+              "rill: SIGTERM again while stopping: exiting at once");
 }
 
 // request_stop() with no run in progress is kept for the next run.

@@ -24,14 +24,15 @@
 // two): room for one batch from every producer, so that the markers every producer
 // broadcasts (progress, end of stream: one small batch per producer and consumer) pass in
 // one round instead of workers / inbox_batches rounds of retries. An empty inbox takes a
-// batch of any size. When a destination's inbox is full, flush() returns false and keeps the batch;
-// the source on that worker stops reading and retries on a timer (no thread blocks), while
-// the worker keeps draining its own inbox — so two workers full towards each other still
-// make progress. Within one operator call, ready(from) is false from the moment a full
-// batch could not be sent until it is: an emitter that can stop (flat_map) stops there,
-// so a pending batch holds at most batch_records plus what callers that cannot stop push
-// (docs/design.md "Bounded emission"). A drain stops before the next batch while its
-// consumer stage is not ready, and tries again after `retry` (a timer, bind_consumer).
+// batch of any size. When a destination's inbox is full, flush() returns false and keeps
+// the batch; the source on that worker stops reading and retries on a timer (no thread
+// blocks), while the worker keeps draining its own inbox — so two workers full towards
+// each other still make progress. Within one operator call, ready(from) is false from the
+// moment a full batch could not be sent until it is: an emitter that can stop (flat_map)
+// stops there, so a pending batch holds at most batch_records plus what callers that
+// cannot stop push (docs/design.md "Bounded emission"). A drain stops before the next
+// batch while its consumer stage is not ready, and tries again after `retry` (a timer,
+// bind_consumer).
 //
 // Ordering: per (producer worker, consumer worker) FIFO; records and markers of one input
 // arrive in the order that input produced them. Nothing across producers.
@@ -46,15 +47,16 @@
 //
 // Batch buffers circulate: a drained batch, emptied but with its capacity, goes back to
 // its destination's ring of spares, and a producer that starts a batch with a record takes
-// its buffer from there (a batch started by a marker grows from nothing: a broadcast does
-// not take workers buffers of batch_records each; one that never reached batch_records is
-// freed after its drain). A producer holds a buffer only for a destination it has envelopes for. No batch buffer is freed on the consumer's thread after the first
+// its buffer from there. A batch started by a marker grows from nothing (a broadcast does
+// not take `workers` buffers of batch_records each), and one that never reached
+// batch_records is freed after its drain. A producer holds a buffer only for a destination
+// it has envelopes for. No batch buffer is freed on the consumer's thread after the first
 // round trip, and none is allocated per batch: a 256-record batch is tens of KiB, and
 // glibc's free() of a chunk that large from a thread other than its allocator's takes
 // the allocating arena's lock and consolidates that arena's fastbins, once per batch
-// (bench/RESULTS.md "NEXMark with 2 workers"). Buffers alive per destination: at most the batches in
-// flight at once (inbox plus one pending per producer), kept until the exchange is
-// destroyed.
+// (bench/RESULTS.md "NEXMark with 2 workers"). Buffers alive per destination: at most the
+// batches in flight at once (inbox plus one pending per producer), kept until the exchange
+// is destroyed.
 //
 // Cost: flush() is O(destinations with pending envelopes), not O(workers); broadcast() is
 // O(workers). Memory per exchange: O(workers^2) small per-pair state (a pending batch
