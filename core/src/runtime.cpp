@@ -7,6 +7,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <algorithm>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <future>
 
@@ -64,9 +65,15 @@ void worker::end_turn(std::int64_t start_ns) noexcept {
                               ? stats_.sampled_op.load(std::memory_order_relaxed)
                               : stats_.op.load(std::memory_order_relaxed);
   stall_event e{id_, op ? *op : std::string{}, std::chrono::nanoseconds{d}};
-  std::fprintf(stderr, "rill: stall: worker %zu ran operator '%s' for %.3f s in one loop turn (threshold %lld ms)\n",
-               id_, e.op.c_str(), double(d) / 1e9,
-               (long long)std::chrono::duration_cast<std::chrono::milliseconds>(stall_threshold_).count());
+  const long long threshold_ms = std::chrono::duration_cast<std::chrono::milliseconds>(stall_threshold_).count();
+  if (op)
+    std::fprintf(stderr, "rill: stall: worker %zu ran operator '%s' for %.3f s in one loop turn (threshold %lld ms)\n",
+                 id_, e.op.c_str(), double(d) / 1e9, threshold_ms);
+  else
+    std::fprintf(stderr,
+                 "rill: stall: worker %zu ran runtime work outside any operator (an exchange drain, a flush, "
+                 "a timer) for %.3f s in one loop turn (threshold %lld ms)\n",
+                 id_, double(d) / 1e9, threshold_ms);
   try {
     std::lock_guard lk(mu_);
     stall_events_.push_back(std::move(e));
@@ -122,10 +129,19 @@ struct runtime::control {
 
 namespace {
 
-/// Every caught signal is one request_stop(); the set stays armed until the runtime ends.
+/// A caught signal is one request_stop(); the set stays armed until the runtime ends. A
+/// signal that finds the stop still pending (a drain that takes long) takes the signal's
+/// default action: the process ends at once, as without handle_signals.
 void arm(boost::asio::signal_set& s, runtime& rt) {
-  s.async_wait([&s, &rt](const boost::system::error_code& ec, int) {
+  s.async_wait([&s, &rt](const boost::system::error_code& ec, int sig) {
     if (ec) return;
+    if (rt.stop_requested()) {
+      std::fprintf(stderr, "rill: %s again while stopping: exiting at once\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fflush(stderr);
+      std::signal(sig, SIG_DFL);
+      std::raise(sig);
+      return;
+    }
     rt.request_stop();
     arm(s, rt);
   });
@@ -250,11 +266,20 @@ runtime::control& runtime::control_loop() {
 runtime::runtime(runtime_options opts) : opts_(std::move(opts)) {
   topo_ = opts_.topology.empty() ? topology::discover() : topology::synthetic(opts_.topology);
   const std::size_t n = opts_.workers == 0 ? topo_.core_count() : opts_.workers;
-  if (n == 0 || n > 4096) {
-    throw config_error("runtime.workers", "runtime.workers must be in 1..4096, got " +
-                                              std::to_string(opts_.workers));
+  if (n == 0 || n > max_workers) {
+    throw config_error("runtime.workers",
+                       "runtime.workers must be in 1.." + std::to_string(max_workers) + " (rill::max_workers), got " +
+                           (opts_.workers == 0 ? "0 (one per core: " + std::to_string(n) + " cores)"
+                                               : std::to_string(opts_.workers)));
   }
   placement_ = topo_.place(n);
+  {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const std::size_t cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? std::size_t(CPU_COUNT(&set))
+                                                                          : std::thread::hardware_concurrency();
+    workers_per_cpu_ = cpus == 0 ? n : (n + cpus - 1) / cpus;
+  }
   for (std::size_t i = 0; i < n; ++i) workers_.push_back(make_worker(i));
   metrics_ = std::make_shared<metrics_registry>(n);
   scrape_ = std::make_unique<scrape_state>();

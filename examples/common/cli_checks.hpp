@@ -104,10 +104,15 @@ inline CLI::Validator kafka_topic() {
 /// h; no unit = seconds ("10s", "500ms", "2m", "250us", "100ns", "0", "3"). At most 100
 /// years: event time is signed 64-bit ns, and a window start +- a duration must not
 /// overflow. Throws CLI::ValidationError naming `option` and the text (exit 2 in the
-/// programs). Shared by netflow's --window, --max-delay and --idle-exit.
+/// programs): "--max-delay: must not be negative, got \"-1s\"" for a duration with a
+/// minus sign, "expected a duration like ..." for anything else it cannot read. Shared by
+/// netflow's --window, --max-delay and --idle-exit.
 inline std::chrono::nanoseconds parse_duration(const std::string& text, const std::string& option) {
   static const std::regex re(R"(^\s*(\d+)\s*(ns|us|ms|s|m|h)?\s*$)");
+  static const std::regex negative(R"(^\s*-\s*\d+\s*(ns|us|ms|s|m|h)?\s*$)");
   std::smatch m;
+  if (std::regex_match(text, negative))
+    throw CLI::ValidationError(option, "must not be negative, got \"" + text + "\"");
   if (!std::regex_match(text, m, re))
     throw CLI::ValidationError(option, "expected a duration like 10s, 500ms, 2m; got \"" + text + "\"");
   const std::string unit = m[2].matched ? m[2].str() : "s";

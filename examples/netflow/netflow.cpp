@@ -164,6 +164,10 @@ struct cli {
 
   std::optional<int> parse(int argc, char** argv) {
     CLI::App app{"netflow: per-window, per-conversation packet/byte counts of packet captures"};
+    // Every message starts "netflow: ", as the program's other errors do.
+    app.failure_message([](const CLI::App* self, const CLI::Error& e) {
+      return "netflow: " + CLI::FailureMessage::simple(self, e);
+    });
     std::string window_text = "10s", delay_text = "2s";
     auto* input_opt =
         app.add_option("--input,-i", inputs, "capture file (pcap or pcapng); repeat for several inputs")
@@ -187,8 +191,10 @@ struct cli {
     app.add_option("--summary", summary_path,
                    "write the summary JSON here; - for stdout (then --output must be a file); "
                    "default: stderr");
-    app.add_option("--workers,-w", workers, "worker threads (default or 0: one per core)")
-        ->check(rill_examples::whole_number(0, 4096, "0 = one per core"));
+    app.add_option("--workers,-w", workers,
+                   "worker threads (default or 0: one per core; more workers than cores share the "
+                   "cores, slower)")
+        ->check(rill_examples::whole_number(0, std::int64_t(rill::max_workers), "0 = one per core"));
     app.add_option("--topology", topology, "synthetic topology, e.g. \"2 nodes x 2 cores\"");
     app.add_option("--report", report_path,
                    "write an HTML page (self-contained: charts of packets/s and bytes/s by protocol, "

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   app.add_option("--output,-o", output, "rows as JSON lines to FILE, - = stdout (default: none)");
   app.add_option("--workers", workers, "worker threads")
       ->capture_default_str()
-      ->check(rill_examples::whole_number(1, 4096));
+      ->check(rill_examples::whole_number(1, std::int64_t(rill::max_workers)));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -6,7 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -197,11 +199,44 @@ TEST(runtime_run_control, signal_during_run_stops_gracefully) {
   EXPECT_EQ(seen.load(), 50);
 }
 
+// A second SIGTERM while the stop the first one asked for is still pending (here no run
+// takes it) ends the process at once by the signal's default action, with a note on
+// stderr: a stop that drains slowly cannot make Ctrl-C useless.
+void signal_twice() {
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false, .handle_signals = true}};
+  std::raise(SIGTERM);
+  for (int i = 0; i < 500 && !rt.stop_requested(); ++i) std::this_thread::sleep_for(10ms);
+  if (!rt.stop_requested()) std::exit(3);
+  std::raise(SIGTERM);
+  std::this_thread::sleep_for(5s);
+  std::exit(0);  // still alive: the second signal was taken as one more graceful stop
+}
+TEST(runtime_run_control_death, second_signal_while_stopping_ends_the_process) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(signal_twice(), ::testing::KilledBySignal(SIGTERM),
+              "rill: SIGTERM again while stopping: exiting at once");
+}
+
 // request_stop() with no run in progress is kept for the next run.
 TEST(runtime_run_control, request_stop_before_run_is_kept) {
   rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .pin = false}};
   rt.request_stop();
   EXPECT_TRUE(rt.run(rill::from(stall_source{0}).sink([](int) {})).stopped);
+}
+
+// More workers than rill::max_workers: the constructor refuses them with the option's
+// key, the value and the range, before any thread starts.
+TEST(runtime_options_check, workers_above_max_workers_are_refused) {
+  try {
+    rill::runtime rt{{.workers = rill::max_workers + 1, .topology = "1 nodes x 1 cores", .pin = false}};
+    ADD_FAILURE() << "accepted " << rt.worker_count() << " workers";
+  } catch (const rill::config_error& e) {
+    EXPECT_EQ(e.key(), "runtime.workers");
+    EXPECT_NE(std::string(e.what()).find("must be in 1..1024 (rill::max_workers), got 1025"), std::string::npos)
+        << e.what();
+  }
+  rill::runtime most{{.workers = rill::max_workers, .topology = "1 nodes x 1 cores", .pin = false}};
+  EXPECT_EQ(most.worker_count(), 1024u);
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 //     -> sink "collect"
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <future>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -62,6 +64,35 @@ TEST(stall_detector, reports_a_slow_map_once_with_its_name) {
   // ... and as a metric.
   const std::string text = rt.prometheus_text();
   EXPECT_NE(text.find("rill_stalls_total{worker=\"0\"} 1\n"), std::string::npos) << text;
+}
+
+// A turn with no operator marked (runtime work: an exchange drain, a source's flush, a
+// timer) is named as such on stderr, not as operator ''; the report's op stays "".
+TEST(stall_detector, a_turn_outside_any_operator_is_named_runtime_work) {
+  rill::runtime rt{{.workers = 1, .topology = "1 nodes x 1 cores", .stall_threshold = 100ms}};
+  rill::worker& w = rt.worker_at(0);
+  std::promise<void> done;
+  ::testing::internal::CaptureStderr();
+  w.start();
+  boost::asio::post(w.context(), [&] {
+    rill::turn_scope turn{rill::this_worker()};
+    const auto until = std::chrono::steady_clock::now() + 150ms;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    done.set_value();
+  });
+  done.get_future().wait();
+  w.stop_and_join();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto stalls = w.stalls();
+  ASSERT_EQ(stalls.size(), 1u) << err;
+  EXPECT_EQ(stalls[0].op, "");
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find("rill: stall: worker 0 ran runtime work outside any operator (an exchange drain, a flush, "
+                     "a timer) for 0."),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("''"), std::string::npos) << err;
 }
 
 TEST(stall_detector, zero_threshold_is_off) {

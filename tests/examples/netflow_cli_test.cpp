@@ -23,8 +23,12 @@ const std::string netflow = NETFLOW_BINARY;
 
 TEST(netflow_cli, huge_and_negative_workers_name_the_option_and_the_range) {
   expect_usage_error(netflow + " --workers 99999999999999999999",
-                     {"--workers", "99999999999999999999", "out of range", "0..4096"});
+                     {"--workers", "99999999999999999999", "out of range", "0..1024"});
   expect_usage_error(netflow + " --workers 5000", {"--workers", "5000", "out of range"});
+  // rill::max_workers: 1024 runs, 1025 is refused before any worker starts.
+  expect_usage_error(netflow + " --workers 1025",
+                     {"netflow: --workers: 1025 is out of range: must be in 0..1024 (0 = one per core)"});
+  expect_usage_error(netflow + " --workers 4096", {"--workers", "4096", "out of range", "0..1024"});
   expect_usage_error(netflow + " --workers -1",
                      {"--workers: must be >= 0 (0 = one per core), got -1"});
   expect_usage_error(netflow + " --workers abc", {"--workers", "\"abc\"", "whole number"});
@@ -47,6 +51,30 @@ TEST(netflow_cli, durations_are_reported_under_the_option_typed) {
   }
   expect_usage_error(netflow + " --max-delay 99999999999999999999s",
                      {"--max-delay", "99999999999999999999s", "too large"});
+}
+
+// A duration with a minus sign is refused as negative, not as a bad format.
+TEST(netflow_cli, negative_durations_are_refused_as_negative) {
+  expect_usage_error(netflow + " --max-delay -1s", {"netflow: --max-delay: must not be negative, got \"-1s\""});
+  expect_usage_error(netflow + " --max-delay=-250ms",
+                     {"netflow: --max-delay: must not be negative, got \"-250ms\""});
+  expect_usage_error(netflow + " --window -5s", {"netflow: --window: must not be negative, got \"-5s\""});
+  const auto r = run(netflow + " --max-delay -1s");
+  EXPECT_FALSE(has(r.err, "expected a duration")) << r.err;
+}
+
+// Every message of the argument parser starts with "netflow: ", as the program's other
+// errors do (CLI11's own messages included), and still names the option and the value.
+TEST(netflow_cli, argument_errors_start_with_the_program_name) {
+  for (const char* args : {" --workers -1", " --workers 5000", " --format xml", " --window 0s", " --no-such-option",
+                           " --conversations --window 5s", " --ipfix 127.0.0.1", " --max-delay 5x",
+                           " --input /nonexistent.pcap"}) {
+    SCOPED_TRACE(args);
+    const auto r = run(netflow + args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("netflow: ", 0), 0u) << r.err;
+  }
+  expect_usage_error(netflow + " --workers -1", {"netflow: --workers: must be >= 0 (0 = one per core), got -1"});
 }
 
 TEST(netflow_cli, flow_options_name_the_option_and_the_value) {

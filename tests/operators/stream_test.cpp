@@ -123,6 +123,41 @@ TEST(stream, many_records_through_exchange_complete_exactly_once) {
   EXPECT_EQ(std::accumulate(out->items.begin(), out->items.end(), 0L), long(n) * (n - 1) / 2);
 }
 
+// Graph: vector_source(160 splits) -> key_by(x % 97) -> window_sort(1 s, delay 0) -> sink
+// on 160 workers: more producers than an inbox's 64 batches, most splits short or empty,
+// so every consumer takes a marker batch from each of the 160 producers at the end. Every
+// record comes out once, in a window that holds it, sorted; nothing is late.
+TEST(stream, key_by_on_more_workers_than_inbox_batches_keeps_every_record) {
+  constexpr std::size_t workers = 160;
+  rill::runtime rt{{.workers = workers, .topology = "1 node x 2 cores"}};
+  std::vector<std::vector<rill::record<int>>> splits(workers);
+  long expected = 0;
+  for (int i = 0; i < 3000; ++i) {
+    splits[std::size_t(i) % 40].push_back({i, at(std::chrono::milliseconds{i})});  // 120 splits empty
+    expected += i;
+  }
+  auto out = std::make_shared<collected<rill::window<int>>>();
+  auto j = rill::from(rill::vector_source<int>{splits})
+               .key_by([](const int& x) { return x % 97; })
+               .window_sort({.length = 1s, .max_delay = 0s})
+               .sink([out](rill::window<int>&& w) { out->add(std::move(w)); });
+  const auto rep = rt.run(j);
+  long sum = 0;
+  std::size_t count = 0;
+  for (auto& w : out->items) {
+    for (std::size_t i = 1; i < w.records.size(); ++i) EXPECT_LE(w.records[i - 1].time, w.records[i].time);
+    for (auto& r : w.records) {
+      EXPECT_LE(w.start, r.time);
+      EXPECT_LT(r.time, w.end);
+      sum += r.value;
+      ++count;
+    }
+  }
+  EXPECT_EQ(count, 3000u);
+  EXPECT_EQ(sum, expected);
+  EXPECT_EQ(rep.stage("window_sort").late, 0u);
+}
+
 struct endless {
   using value_type = int;
   std::size_t split_count() const { return 1; }

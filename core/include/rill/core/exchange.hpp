@@ -19,15 +19,20 @@
 //   if (!ex.flush(0)) { /* worker 1's inbox is full: retry on a timer */ }
 //   // consumer side, on worker 1, from the posted wake-up: ex.drain(1)
 //
-// Backpressure: an inbox holds at most `inbox_batches` batches of at most `batch_records`
-// records. When a destination's inbox is full, flush() returns false and keeps the batch;
-// the source on that worker stops reading and retries on a timer (no thread blocks), while
-// the worker keeps draining its own inbox — so two workers full towards each other still
-// make progress. Within one operator call, ready(from) is false from the moment a full
-// batch could not be sent until it is: an emitter that can stop (flat_map) stops there,
-// so a pending batch holds at most batch_records plus what callers that cannot stop push
-// (docs/design.md "Bounded emission"). A drain stops before the next batch while its
-// consumer stage is not ready, and tries again after `retry` (a timer, bind_consumer).
+// Backpressure: an inbox holds at most inbox_batches * batch_records envelopes (records
+// and markers), in at most max(inbox_batches, workers) batches (rounded up to a power of
+// two): room for one batch from every producer, so that the markers every producer
+// broadcasts (progress, end of stream: one small batch per producer and consumer) pass in
+// one round instead of workers / inbox_batches rounds of retries. An empty inbox takes a
+// batch of any size. When a destination's inbox is full, flush() returns false and keeps
+// the batch; the source on that worker stops reading and retries on a timer (no thread
+// blocks), while the worker keeps draining its own inbox — so two workers full towards
+// each other still make progress. Within one operator call, ready(from) is false from the
+// moment a full batch could not be sent until it is: an emitter that can stop (flat_map)
+// stops there, so a pending batch holds at most batch_records plus what callers that
+// cannot stop push (docs/design.md "Bounded emission"). A drain stops before the next
+// batch while its consumer stage is not ready, and tries again after `retry` (a timer,
+// bind_consumer).
 //
 // Ordering: per (producer worker, consumer worker) FIFO; records and markers of one input
 // arrive in the order that input produced them. Nothing across producers.
@@ -41,19 +46,28 @@
 // rill::numa_ring are for work that any worker of a node may take: see rebalance.hpp).
 //
 // Batch buffers circulate: a drained batch, emptied but with its capacity, goes back to
-// its destination's ring of spares, and a producer that sent a batch takes its next
-// buffer from there. No batch buffer is freed on the consumer's thread after the first
+// its destination's ring of spares, and a producer that starts a batch with a record takes
+// its buffer from there. A batch started by a marker grows from nothing (a broadcast does
+// not take `workers` buffers of batch_records each), and one that never reached
+// batch_records is freed after its drain. A producer holds a buffer only for a destination
+// it has envelopes for. No batch buffer is freed on the consumer's thread after the first
 // round trip, and none is allocated per batch: a 256-record batch is tens of KiB, and
 // glibc's free() of a chunk that large from a thread other than its allocator's takes
 // the allocating arena's lock and consolidates that arena's fastbins, once per batch
-// (bench/RESULTS.md "NEXMark with 2 workers"). Buffers alive per destination: at most the batches in
-// flight at once (inbox plus one pending per producer), kept until the exchange is
-// destroyed.
+// (bench/RESULTS.md "NEXMark with 2 workers"). Buffers alive per destination: at most the
+// batches in flight at once (inbox plus one pending per producer), kept until the exchange
+// is destroyed.
+//
+// Cost: flush() is O(destinations with pending envelopes), not O(workers); broadcast() is
+// O(workers). Memory per exchange: O(workers^2) small per-pair state (a pending batch
+// header, a frontier per consumer input), plus each inbox's ring of
+// max(inbox_batches, workers) 64-byte slots and the buffers in flight.
 //
 // Thread safety: push()/flush() on producer worker `from` only; drain() on consumer worker
 // `to` only; wake-ups are posted to the consumer's io_context.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -103,14 +117,17 @@ class exchange {
   using item = envelope<T, P>;
   using batch = std::vector<item>;
 
+  /// `workers` producers and consumers; batches of `batch_records` (>= 1) records; each
+  /// inbox holds at most inbox_batches * batch_records envelopes (see the banner).
   exchange(std::size_t workers, std::size_t batch_records, std::size_t inbox_batches)
-      : workers_(workers), batch_records_(batch_records), out_(workers), in_(workers) {
+      : workers_(workers), batch_records_(batch_records), inbox_envelopes_(inbox_batches * batch_records),
+        out_(workers), in_(workers) {
     for (auto& o : out_) {
       o.pending.resize(workers);
-      o.full.assign(workers, 0);
+      o.state.assign(workers, 0);
     }
     for (auto& i : in_) {
-      i.inbox = std::make_unique<bounded_inbox<batch>>(inbox_batches);
+      i.inbox = std::make_unique<bounded_inbox<batch>>(std::max(inbox_batches, workers));
       i.spares = std::make_unique<bounded_inbox<batch>>(inbox_batches);
     }
   }
@@ -139,7 +156,19 @@ class exchange {
       c.delivered_in_place = true;
       return;
     }
-    auto& b = out_[from].pending[to];
+    auto& p = out_[from];
+    auto& b = p.pending[to];
+    if (b.empty()) {
+      if (!(p.state[to] & listed)) {
+        p.state[to] |= listed;
+        p.dirty.push_back(to);
+      }
+      if (e.k == item::kind::record && b.capacity() < batch_records_ && !in_[to].spares->try_pop(b))
+        b.reserve(batch_records_);
+    } else if (e.k == item::kind::progress && b.back().k == item::kind::progress && b.back().input == e.input) {
+      b.back().frontier = std::max(b.back().frontier, e.frontier);  // supersedes the unsent one
+      return;
+    }
     b.push_back(std::move(e));
     if (b.size() >= batch_records_) send(from, to);
   }
@@ -160,9 +189,17 @@ class exchange {
   /// that stage) was full (call again later).
   bool flush(std::size_t from) {
     bool all = true;
-    for (std::size_t to = 0; to < workers_; ++to) {
-      if (!out_[from].pending[to].empty() && !send(from, to)) all = false;
+    auto& p = out_[from];
+    std::size_t kept = 0;
+    for (const std::size_t to : p.dirty) {
+      if (!p.pending[to].empty() && !send(from, to)) {
+        all = false;
+        p.dirty[kept++] = to;
+      } else {
+        p.state[to] &= ~listed;
+      }
     }
+    p.dirty.resize(kept);
     auto& self = in_[from];
     if (self.delivered_in_place) {
       if (self.down->on_flush()) self.delivered_in_place = false;
@@ -196,9 +233,11 @@ class exchange {
         c.sleeping.exchange(false, std::memory_order_acq_rel);
         continue;
       }
+      c.queued.fetch_sub(b.size(), std::memory_order_relaxed);
       for (auto& e : b) deliver(c, std::move(e));
       b.clear();
-      c.spares->try_push(std::move(b));  // full: b keeps its buffer, freed by the next pop
+      // full, or a small marker batch: b keeps its buffer, freed by the next pop
+      if (b.capacity() >= batch_records_) c.spares->try_push(std::move(b));
       c.down->on_flush();
     }
     return drained::more;
@@ -207,10 +246,14 @@ class exchange {
   void wake(std::size_t to) { in_[to].post([this, to] { drain_on(to); }); }
 
  private:
+  // producer::state bits per destination.
+  static constexpr char full = 1;    // a full batch waits for room in its inbox
+  static constexpr char listed = 2;  // the destination is in `dirty`
   struct producer {
     std::vector<batch> pending;
-    std::vector<char> full;  // per destination: a full batch waits for room in its inbox
-    std::size_t stuck = 0;   // destinations with `full` set
+    std::vector<char> state;          // per destination: full | listed
+    std::vector<std::size_t> dirty;   // destinations that may have pending envelopes
+    std::size_t stuck = 0;            // destinations with `full` set
   };
   void drain_on(std::size_t to) {
     switch (drain(to)) {
@@ -228,6 +271,10 @@ class exchange {
     stage_in<T, P>* down = nullptr;
     std::vector<event_time> last_frontier;
     bool delivered_in_place = false;  // by push(to == from) since the last flush: worker `to` only
+    // Envelopes in the inbox: added by a producer before its push (and taken back when
+    // the push fails), subtracted by the drain that pops them. Only bounds the inbox: the
+    // batches themselves pass through the ring.
+    std::atomic<std::size_t> queued{0};
     // True while no drain of this consumer is scheduled. Every write is an acq_rel
     // exchange, so all writes form one release sequence: a consumer going to sleep
     // either synchronises with the last producer's push or that producer sees `true`
@@ -240,21 +287,21 @@ class exchange {
     auto& p = out_[from];
     auto& b = p.pending[to];
     auto& c = in_[to];
-    if (!c.inbox->try_push(std::move(b))) {  // b untouched on failure
-      if (b.size() >= batch_records_ && !p.full[to]) {
-        p.full[to] = 1;
+    const std::size_t n = b.size();
+    const std::size_t before = c.queued.fetch_add(n, std::memory_order_relaxed);
+    if ((before != 0 && before + n > inbox_envelopes_) || !c.inbox->try_push(std::move(b))) {  // b untouched
+      c.queued.fetch_sub(n, std::memory_order_relaxed);
+      if (n >= batch_records_ && !(p.state[to] & full)) {
+        p.state[to] |= full;
         ++p.stuck;
       }
       return false;
     }
-    if (p.full[to]) {
-      p.full[to] = 0;
+    if (p.state[to] & full) {
+      p.state[to] &= ~full;
       --p.stuck;
     }
-    if (!c.spares->try_pop(b)) {
-      b = batch{};
-      b.reserve(batch_records_);
-    }
+    b = batch{};  // the next record takes a spare buffer (push)
     if (c.sleeping.exchange(false, std::memory_order_acq_rel)) wake(to);
     return true;
   }
@@ -272,7 +319,7 @@ class exchange {
     }
   }
 
-  std::size_t workers_, batch_records_;
+  std::size_t workers_, batch_records_, inbox_envelopes_;
   std::vector<producer> out_;
   std::vector<consumer> in_;
 };

@@ -36,8 +36,8 @@
 // progress callback, and gives the C allocator's free pages back to the system when they
 // exceed memory_release_slack (rill/core/memory_release.hpp). Nothing of the job runs on it.
 //
-// Errors: run() throws rill::config_error for bad options (key "runtime.workers",
-// "runtime.topology"); an exception thrown by user code on a worker stops the run and is
+// Errors: the constructor throws rill::config_error for bad options (key "runtime.workers":
+// more than max_workers; "runtime.topology"); an exception thrown by user code on a worker stops the run and is
 // rethrown by run() after every worker has joined. Source read errors (a truncated
 // capture) do not throw: they are in report.errors, after the records before them went
 // through the pipeline.
@@ -74,16 +74,29 @@
 
 namespace rill {
 
+/// The most workers a runtime takes (runtime_options::workers). A key_by exchange is a
+/// full mesh: it keeps state per (producer, consumer) pair and sends every consumer a
+/// progress and an end-of-stream marker from every producer, so a job's fixed cost grows
+/// with workers^2 (about a million pairs here) however few records it has, and every
+/// marker may wake a sleeping worker. Beyond this, oversubscribed workers (many per core)
+/// spend their run on the mesh: bench/RESULTS.md "Many workers on 2 cores" has the
+/// measurements behind the number.
+inline constexpr std::size_t max_workers = 1024;
+
 struct runtime_options {
-  /// Worker threads; 0 = one per core of the topology.
+  /// Worker threads, 1..max_workers; 0 = one per core of the topology. More workers than
+  /// cores run, sharing the cores (slower, with more stall reports).
   std::size_t workers = 0;
   /// "" = discover with hwloc; otherwise a synthetic topology, e.g. "2 nodes x 2 cores".
   std::string topology{};
   /// Pin workers to cores (real topologies only).
   bool pin = true;
   /// Catch SIGINT/SIGTERM from construction until destruction (Boost.Asio signal_set on
-  /// the control thread): each signal = request_stop(), a graceful stop of the current or
-  /// the next run. Off: the signals keep their dispositions (default: terminate).
+  /// the control thread): a signal = request_stop(), a graceful stop of the current or
+  /// the next run. A second signal while that stop is still pending ends the process at
+  /// once, by the signal's default action (a note on stderr first): Ctrl-C twice always
+  /// stops, even when draining takes long. Off: the signals keep their dispositions
+  /// (default: terminate).
   bool handle_signals = false;
   /// Period of worker tickers (idle-input detection), processing time.
   std::chrono::milliseconds tick{50};
@@ -177,13 +190,19 @@ class job {
 
 class runtime {
  public:
-  /// Throws config_error on a bad topology spec.
+  /// Throws config_error: "runtime.workers" when the workers (those given, or one per core
+  /// for 0) are more than max_workers, naming the value and the range;
+  /// "runtime.topology" on a bad topology spec; "runtime.metrics_port" when the port is
+  /// in use.
   explicit runtime(runtime_options opts = {});
   ~runtime();
   runtime(const runtime&) = delete;
   runtime& operator=(const runtime&) = delete;
 
   const rill::topology& topo() const noexcept { return topo_; }
+  /// ceil(workers / CPUs this process may run on (sched_getaffinity)), >= 1: how many
+  /// workers share a CPU. Fixed at construction. Any thread.
+  std::size_t workers_per_cpu() const noexcept { return workers_per_cpu_; }
   std::size_t worker_count() const noexcept { return placement_.size(); }
   /// Node of worker i (synthetic or real).
   std::size_t node_of(std::size_t worker_id) const { return placement_.at(worker_id).node; }
@@ -226,6 +245,7 @@ class runtime {
   rill::topology topo_;
   std::vector<topology::placement> placement_;
   std::vector<std::unique_ptr<worker>> workers_;
+  std::size_t workers_per_cpu_ = 1;
   std::atomic<bool> stop_{false};
   /// The run ends when both are 0: every sink ended, every draining source split closed.
   std::atomic<std::size_t> sinks_left_{0}, drains_left_{0};

@@ -155,6 +155,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
     if (ended_) return drain();
     if (rt_.stop_requested()) return finish();
     if (!head_->on_flush()) return blocked();
+    retry_ = {};
     const auto now = clock::now();
     if (blocked_) {
       blocked_ = false;
@@ -218,7 +219,17 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
       blocked_since_ = now;
     }
     if constexpr (backpressure_aware_reader<Reader>) reader_.on_backpressure(now - blocked_since_);
-    later(std::chrono::microseconds{200});
+    later(next_retry());
+  }
+  /// The wait before the next try of a full downstream: 200 us, doubled while it stays
+  /// full, up to 200 us x ceil(workers / CPUs) (runtime::workers_per_cpu). With no more
+  /// workers than CPUs every retry is 200 us; with many workers per CPU all blocked, their
+  /// retries together stay near CPUs x 5,000 per second instead of growing with the
+  /// workers and leaving no CPU to the workers that drain.
+  std::chrono::nanoseconds next_retry() noexcept {
+    constexpr std::chrono::nanoseconds first = std::chrono::microseconds{200};
+    retry_ = retry_.count() == 0 ? first : std::min(retry_ * 2, first * std::int64_t(rt_.workers_per_cpu()));
+    return retry_;
   }
   void sync_partitions(clock::time_point now) {
     if constexpr (partitioned_reader<Reader>) {
@@ -247,7 +258,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
     if constexpr (draining_reader<Reader>) {
       // Inside a run that waits for on_closed: also not past the end of every sink.
       const bool patient = clock::now() < drain_until_ && !(on_closed_ && rt_.sinks_finished());
-      if (!head_->on_flush() && patient) return later(std::chrono::microseconds{200});
+      if (!head_->on_flush() && patient) return later(next_retry());
       if (!reader_.settled() && patient) return later(std::chrono::milliseconds{1});
       reader_.close();
       closed_ = true;
@@ -260,7 +271,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
       }
       if (on_closed_) on_closed_();
     } else {
-      if (!head_->on_flush()) return later(std::chrono::microseconds{200});
+      if (!head_->on_flush()) return later(next_retry());
       closed_ = true;
     }
   }
@@ -286,6 +297,7 @@ class source_driver : public std::enable_shared_from_this<source_driver<Reader, 
   std::vector<std::int32_t> held_;
   std::uint64_t version_ = ~std::uint64_t{0};
   clock::time_point blocked_since_{}, drain_until_{};
+  std::chrono::nanoseconds retry_{0};  ///< the last backpressure wait (next_retry); 0 after a free step
   bool blocked_ = false, ended_ = false, closed_ = false;
   bool reported_ = false;  ///< a poll error was reported (a close error is not reported twice)
 };

@@ -71,8 +71,11 @@ constexpr event_time saturating_sub(event_time t, std::chrono::nanoseconds d) no
 ///   - W never decreases. An idle input that comes back does not pull W down: it is held
 ///     to the current W, and its records older than W are late.
 ///
-/// Cost: observe() is O(1) unless it may raise W (then O(inputs)); end() and tick() are
-/// O(inputs). Memory: O(inputs), fixed at construction.
+/// Cost: observe() and end() are O(1) unless the input was the last active one at or
+/// below W (it "held" W: then W may rise and they scan, O(inputs)); tick() and observe()
+/// of an idle input are O(inputs). So n inputs that all end at the same watermark (an
+/// exchange's inputs at end of stream) cost O(n) together, not O(n^2). Memory: O(inputs),
+/// fixed at construction.
 ///
 /// Thread safety: distinct objects safe, shared objects unsafe (one worker owns it).
 class watermark_tracker {
@@ -96,6 +99,7 @@ class watermark_tracker {
       throw config_error("watermark.idle_timeout", "watermark.idle_timeout must be >= 0");
     sole_floor_ = std::numeric_limits<std::int64_t>::min() + max_delay.count();  // max_delay >= 0 here
     inputs_.assign(inputs, input_state{event_time_min, now, false, false});
+    live_ = holders_ = inputs;  // all at -infinity = W
     one_input_ = inputs == 1;
     sole_live_ = one_input_ && idle_timeout == std::chrono::nanoseconds::zero();
   }
@@ -132,21 +136,32 @@ class watermark_tracker {
       current_ = std::max(current_, detail::saturating_sub(t, max_delay_));
       return;
     }
-    // Invariant: W >= min over active contributions. If this input's old contribution
-    // was above W, some other input holds W and raising this one cannot move it.
-    if (detail::saturating_sub(old_largest, max_delay_) <= current_) recompute();
+    // W moves only when no active input holds it (see holders_): an input whose old
+    // contribution was above W held nothing, and one that stays at or below W still holds.
+    if (detail::saturating_sub(old_largest, max_delay_) <= current_ &&
+        detail::saturating_sub(t, max_delay_) > current_ && --holders_ == 0)
+      recompute();
   }
 
   /// Input `input` has finished: from now on it counts as +infinity and no longer holds
   /// W back. When every input has ended, W = event_time_max (end of stream raises the
   /// watermark to +infinity, so every window fires). Idempotent.
-  /// Precondition: input < inputs() (assert in debug builds). noexcept; O(inputs).
+  /// Precondition: input < inputs() (assert in debug builds). noexcept; O(1) unless the
+  /// input was the last one holding W (see the class comment), then O(inputs).
   void end(std::size_t input) noexcept {
     assert(input < inputs_.size());
-    if (inputs_[input].ended) return;
-    inputs_[input].ended = true;
+    input_state& s = inputs_[input];
+    if (s.ended) return;
+    s.ended = true;
     sole_live_ = false;
-    recompute();
+    if (--live_ == 0) {
+      current_ = event_time_max;
+      holders_ = 0;
+      return;
+    }
+    // An idle input or one above W held nothing: the minimum over the active inputs and
+    // so W stay where they are.
+    if (!s.idle && detail::saturating_sub(s.largest, max_delay_) <= current_ && --holders_ == 0) recompute();
   }
 
   /// Re-evaluates idleness at processing time `now`: an input that has not ended and
@@ -259,9 +274,18 @@ class watermark_tracker {
       current_ = std::max(current_, candidate);
     }
     // else: every unfinished input is idle — W stays where it was.
+    holders_ = 0;
+    for (const input_state& s : inputs_)
+      if (!s.ended && !s.idle && detail::saturating_sub(s.largest, max_delay_) <= current_) ++holders_;
   }
 
   std::vector<input_state> inputs_;
+  // Inputs not ended; active inputs whose contribution (largest - max_delay) is <= W.
+  // While holders_ > 0 the minimum over the active inputs is <= W, so W cannot rise:
+  // observe() and end() scan only when they take holders_ to 0. Exact after every call
+  // (recompute() recounts whenever W or an input's idleness changes). With one input
+  // holders_ is neither kept nor read.
+  std::size_t live_ = 0, holders_ = 0;
   bool one_input_ = false;  // inputs_.size() == 1, without loading the vector's ends
   // One input that has not ended and never becomes idle (idle_timeout 0): observe()
   // only raises largest and W, without the activity bookkeeping tick() needs.

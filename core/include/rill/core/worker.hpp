@@ -42,7 +42,7 @@ namespace rill {
 
 /// One stall: a loop turn of `duration` on `worker` while operator `op` ran (the operator
 /// the stall detector saw running once the turn passed the threshold; "" if none was
-/// marked).
+/// marked: runtime work outside any operator, which the stderr line says in words).
 struct stall_event {
   std::size_t worker = 0;
   std::string op;
@@ -121,7 +121,8 @@ class worker {
   /// Ends the turn that began at `start_ns` (turn_scope's destructor): adds its time to
   /// busy_ns and, when it lasted at least the stall threshold, counts a stall and prints
   /// one line on stderr ("rill: stall: worker W ran operator 'OP' for S s in one loop turn
-  /// (threshold T ms)"). The worker's thread only.
+  /// (threshold T ms)"; with no operator marked, "... ran runtime work outside any operator
+  /// (an exchange drain, a flush, a timer) for S s ..."). The worker's thread only.
   void end_turn(std::int64_t start_ns) noexcept;
 
  private:

@@ -607,8 +607,9 @@ class stream {
   /// (rill::keyed_stream) that keeps the key type K = key's return type. `hash` hashes a
   /// K (default rill::default_hash<K>: std::hash, else boost::hash); the result is mixed
   /// (detail::mix_hash: a folded 128-bit multiply) before `% workers`. Exchange: batches
-  /// of 256 records, 64 batches per destination inbox (bounded; full = backpressure to
-  /// the source).
+  /// of 256 records; a destination inbox holds up to 64 x 256 envelopes in up to
+  /// max(64, workers) batches (bounded; full = backpressure to the source; see
+  /// <rill/core/exchange.hpp>).
   template <class KeyFn, class Hash = default_hash<std::remove_cvref_t<std::invoke_result_t<KeyFn&, const T&>>>>
   auto key_by(KeyFn key, Hash hash = {}) && {
     static_assert(std::is_invocable_v<KeyFn&, const T&>,
