@@ -66,14 +66,9 @@ void worker::end_turn(std::int64_t start_ns) noexcept {
                               : stats_.op.load(std::memory_order_relaxed);
   stall_event e{id_, op ? *op : std::string{}, std::chrono::nanoseconds{d}};
   const long long threshold_ms = std::chrono::duration_cast<std::chrono::milliseconds>(stall_threshold_).count();
-  if (op)
-    std::fprintf(stderr, "rill: stall: worker %zu ran operator '%s' for %.3f s in one loop turn (threshold %lld ms)\n",
-                 id_, e.op.c_str(), double(d) / 1e9, threshold_ms);
-  else
-    std::fprintf(stderr,
-                 "rill: stall: worker %zu ran runtime work outside any operator (an exchange drain, a flush, "
-                 "a timer) for %.3f s in one loop turn (threshold %lld ms)\n",
-                 id_, double(d) / 1e9, threshold_ms);
+  std::fprintf(stderr, "rill: stall: worker %zu ran %s%s%s for %.3f s in one loop turn (threshold %lld ms)\n", id_,
+               op ? "operator '" : "runtime work outside any operator (an exchange drain, a flush, a timer)",
+               e.op.c_str(), op ? "'" : "", double(d) / 1e9, threshold_ms);
   try {
     std::lock_guard lk(mu_);
     stall_events_.push_back(std::move(e));

@@ -768,15 +768,13 @@ class keyed_window_aggregator {
   // neither a table slot nor a packed entry keeps its hash).
   template <class F>
   static void each_hashed(const slice_table& sl, F&& f) {
-    if (sl.is_packed) {
-      for (const auto& e : sl.packed) f(e.key, sl.accs.hash_function()(e.key), e.acc);
-    } else {
-      for (const auto& [key, a] : sl.accs) f(key, sl.accs.hash_function()(key), a);
-    }
+    sl.each([&](const K& key, const accumulator& a) { f(key, sl.accs.hash_function()(key), a); });
   }
 
   // The stacks' index of a key: stack_index_ numbers the keys of the stacks 0, 1, ...
   // from the last flip on (the front's keys first); back_acc_ and back_has_ grow with it.
+  // key_by's hash of a key (the tables' hash function).
+  std::size_t hash_of(const K& key) const { return detail::probe_hash<K, Hash>{hash_}(key); }
   std::uint32_t stack_index(const K& key, std::size_t hash) {
     const auto n = std::uint32_t(stack_keys_.size());
     const auto [it, fresh] = stack_index_.try_emplace(key, hash, [n] { return n; });
@@ -862,8 +860,9 @@ class keyed_window_aggregator {
         agg_.merge(run[x], a);
       }
     };
-    auto by_old = [&](std::uint32_t o, const K& key, std::size_t hash) {
-      if (renumbered_[o] == none) renumbered_[o] = stack_index(key, hash);
+    // The new number of old number o (key `key`), assigned the first time it is met.
+    auto by_old = [&](std::uint32_t o, const K& key) {
+      if (renumbered_[o] == none) renumbered_[o] = stack_index(key, hash_of(key));
       return renumbered_[o];
     };
     for (std::size_t i = back_slices_.size(); i-- > 0;) {
@@ -871,15 +870,11 @@ class keyed_window_aggregator {
       if (it != slices_.end()) {
         const slice_table& sl = it->second;
         if (sl.is_packed && sl.stack_gen == gen_) {
-          for (const packed_entry& e : sl.packed) {
-            fold(renumbered_[e.index] != none ? renumbered_[e.index]
-                                              : by_old(e.index, e.key, sl.accs.hash_function()(e.key)),
-                 e.acc);
-          }
+          for (const packed_entry& e : sl.packed) fold(by_old(e.index, e.key), e.acc);
         } else {
           each_hashed(sl, [&](const K& key, std::size_t hash, const accumulator& a) {
             const auto* o = prev_index_.find(key, hash);
-            fold(o != nullptr ? by_old(o->second, key, hash) : stack_index(key, hash), a);
+            fold(o != nullptr ? by_old(o->second, key) : stack_index(key, hash), a);
           });
         }
       }
