@@ -27,7 +27,9 @@
 //               1 s; Kafka Streams: 1 s after RUNNING, which it reaches only after its
 //               rebalance), so start-up is left out. Checked: every record arrives.
 // Medians over the rounds are printed; every run's line goes to stderr as
-//   RESULT peer=P kind=throughput records=N seconds=S mid80_seconds=M ok=0|1
+//   RESULT peer=P kind=throughput records=N seconds=S mid80_seconds=M pauses=K ok=0|1
+// (pauses: the rill source's backpressure pauses, kafka_source_stats::pauses; --max-pending N
+// sets kafka_sink_options::max_pending of both rill peers)
 //   RESULT peer=P kind=latency records=N p50_ms=X p99_ms=Y ok=0|1
 //
 //   RILL_KAFKA_PORT=49092 scripts/kafka start
@@ -35,6 +37,7 @@
 //       --rate 20000 --seconds 10 --rounds 3
 //       [--ks-cp 'bench/kafka-streams/target/rill-kafka-streams-bench.jar:bench/kafka-streams/target/lib/*']
 //       [--ks-producer-config k=v,k=v] [--peers rill/eos]   (--peers: only these, comma-separated)
+//       [--max-pending N]
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <signal.h>
@@ -67,6 +70,7 @@ namespace {
 
 std::string brokers = "127.0.0.1:49092";
 int run_no = 0;
+std::uint64_t max_pending = rill::kafka_sink_options{}.max_pending;  ///< --max-pending
 
 using rill_bench::value_of;
 void create_topic(const std::string& name, int partitions) { rill_bench::create_topic(brokers, name, partitions); }
@@ -160,6 +164,7 @@ struct job_result {
   bool ok = false;
   double p50 = 0, p99 = 0;
   std::size_t samples = 0;
+  std::uint64_t pauses = 0;  ///< rill: the source's backpressure pauses (kafka_source_stats::pauses)
 };
 
 /// The p50 and p99 of `ms` (one sample per record read) into `res`.
@@ -181,7 +186,7 @@ job_result run(bool eos, int n, int rate, int seconds) {
   const auto guarantee = eos ? rill::processing_guarantee::exactly_once : rill::processing_guarantee::at_least_once;
   rill::kafka_source<> src{{.brokers = brokers, .group = "eosb-g-" + tag, .topics = {in},
                             .commit_interval = 1s, .instance_id = eos ? "i" + tag : "", .guarantee = guarantee}};
-  const rill::kafka_sink_options so{.brokers = brokers, .topic = out, .guarantee = guarantee};
+  const rill::kafka_sink_options so{.brokers = brokers, .topic = out, .max_pending = max_pending, .guarantee = guarantee};
   auto st = src.stats();
   auto sink = eos ? std::make_shared<rill::kafka_sink<rec>>(so, src) : std::make_shared<rill::kafka_sink<rec>>(so);
   std::atomic<bool> started{false};
@@ -234,6 +239,7 @@ job_result run(bool eos, int n, int rate, int seconds) {
   res.seconds = std::chrono::duration<double>(rd.last_at - t0).count();
   res.mid_seconds = std::chrono::duration<double>(rd.at90 - rd.at10).count();
   res.ok = rd.seen.load() == std::uint64_t(n) && rd.sum.load() == want_sum;
+  res.pauses = st->pauses.load();
   if (rate > 0) set_latency(res, rd.latencies_ms);
   return res;
 }
@@ -325,9 +331,11 @@ int main(int argc, char** argv) {
     else if (a == "--ks-cp") ks_cp = argv[i + 1];
     else if (a == "--ks-producer-config") ks_producer_config = argv[i + 1];
     else if (a == "--peers") only = argv[i + 1];
+    else if (a == "--max-pending") max_pending = std::strtoull(argv[i + 1], nullptr, 10);
     else {
       std::cerr << "usage: kafka_eos_bench [--brokers B] [--records N] [--rate R] [--seconds S] [--rounds K]"
-                   " [--ks-cp CLASSPATH] [--ks-producer-config k=v,k=v] [--peers rill/alo,rill/eos,ks/eos]\n";
+                   " [--ks-cp CLASSPATH] [--ks-producer-config k=v,k=v] [--peers rill/alo,rill/eos,ks/eos]"
+                   " [--max-pending N]\n";
       return 2;
     }
   }
@@ -349,9 +357,8 @@ int main(int argc, char** argv) {
     for (std::size_t j = 0; j < np; ++j) {
       auto& p = peers[(j + std::size_t(r)) % np];  // rotate who goes first
       const auto t = go(p, n, 0, 0);
-      std::fprintf(stderr, "RESULT peer=%s kind=throughput records=%d seconds=%.3f mid80_seconds=%.3f ok=%d\n", p.name,
-                   n, t.seconds, t.mid_seconds,
-                   t.ok ? 1 : 0);
+      std::fprintf(stderr, "RESULT peer=%s kind=throughput records=%d seconds=%.3f mid80_seconds=%.3f pauses=%llu ok=%d\n",
+                   p.name, n, t.seconds, t.mid_seconds, (unsigned long long)t.pauses, t.ok ? 1 : 0);
       bad += !t.ok;
       p.rps.push_back(n / t.seconds);
       p.mid_rps.push_back(0.8 * n / t.mid_seconds);

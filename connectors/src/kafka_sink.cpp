@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -72,13 +73,64 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     std::int32_t pid;
     std::int64_t lo, hi;
   };
+  /// An output's deps, one entry per partition: inline for one partition (what a map's
+  /// output reads), so holding it allocates nothing; on the heap for more.
+  class dep_list {
+   public:
+    const dep* begin() const noexcept { return n_ <= 1 ? &one_ : many_.data(); }
+    const dep* end() const noexcept { return n_ <= 1 ? &one_ + n_ : many_.data() + many_.size(); }
+    /// Widens partition `pid`'s range to take in `offset`, adding the partition if new.
+    void add(std::int32_t pid, std::int64_t offset) {
+      for (dep* d = const_cast<dep*>(begin()); d != end(); ++d)
+        if (d->pid == pid) {
+          d->lo = std::min(d->lo, offset);
+          d->hi = std::max(d->hi, offset);
+          return;
+        }
+      const dep fresh{pid, offset, offset};
+      if (n_ == 0) one_ = fresh;
+      else if (n_ == 1) many_ = {one_, fresh};
+      else many_.push_back(fresh);
+      ++n_;
+    }
+
+   private:
+    dep one_{};
+    std::size_t n_ = 0;
+    std::vector<dep> many_;  ///< every entry when n_ >= 2
+  };
   struct held_item {
     kafka_message_out m;
     std::int64_t ts;
-    std::vector<dep> deps;
+    dep_list deps;
   };
   std::mutex held_mu;            ///< held: appended by writing workers, cut by the txn thread
-  std::deque<held_item> held;
+  std::vector<held_item> held;
+  /// The transaction thread's: the outputs of the cut in progress (swapped with `held`,
+  /// so both keep their capacity and a turn allocates nothing once they grew), and the
+  /// ones it keeps, appended to `held` again at the end of the turn.
+  std::vector<held_item> batch, keep;
+  std::vector<char> kept;
+  /// The cut, C(p) per source partition, sorted by partition id; `released`: an output
+  /// released into the transaction at this cut reads p. The transaction thread's.
+  struct cut_entry {
+    std::int32_t pid;
+    std::int64_t c;
+    bool released;
+  };
+  std::vector<cut_entry> cut;
+  /// C's entry of partition `pid`, or null. Binary search: an output's deps are one to a
+  /// few partitions of a sorted handful.
+  cut_entry* cut_of(std::int32_t pid) {
+    const auto it = std::lower_bound(cut.begin(), cut.end(), pid, [](const cut_entry& e, std::int32_t v) { return e.pid < v; });
+    return it != cut.end() && it->pid == pid ? &*it : nullptr;
+  }
+  /// Lowers C(pid) to at most `c`, adding the partition (at `c`) when C has none.
+  void lower_cut(std::int32_t pid, std::int64_t c) {
+    const auto it = std::lower_bound(cut.begin(), cut.end(), pid, [](const cut_entry& e, std::int32_t v) { return e.pid < v; });
+    if (it != cut.end() && it->pid == pid) it->c = std::min(it->c, c);
+    else cut.insert(it, cut_entry{pid, c, false});
+  }
   /// Held outputs the last cut kept (an input not yet covered: a window still to fire);
   /// written under held_mu, read by flush() (kafka_sink::flush, eos_backlog()).
   std::atomic<std::uint64_t> held_kept{0};
@@ -97,16 +149,10 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
 
   /// The input positions token `a` stands for, folded into `out` (an ack_group's parts
   /// recursively; a kafka_source's offset_token is one position).
-  static void deps_of(const ack_token& a, std::vector<dep>& out) {
+  static void deps_of(const ack_token& a, dep_list& out) {
     if (const auto* o = dynamic_cast<const offset_token*>(&a)) {
       const auto& e = o->entry();
-      for (auto& d : out)
-        if (d.pid == e.pid) {
-          d.lo = std::min(d.lo, e.offset);
-          d.hi = std::max(d.hi, e.offset);
-          return;
-        }
-      out.push_back({e.pid, e.offset, e.offset});
+      out.add(e.pid, e.offset);
     } else if (const auto* g = dynamic_cast<const ack_group*>(&a)) {
       for (const auto& p : g->parts())
         if (p) deps_of(*p, out);
@@ -195,6 +241,19 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   }
   std::chrono::milliseconds txn_patience() const { return std::max(o.delivery_timeout, std::chrono::milliseconds{60000}); }
 
+  /// The end of a cut: the outputs it kept go back to `held` (behind any a worker held
+  /// meanwhile; the order of held outputs does not matter to the cut), `batch` is emptied
+  /// with its capacity kept, and held_kept counts what the cut kept. The transaction
+  /// thread.
+  void put_back_kept() {
+    keep.clear();
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (kept[i]) keep.push_back(std::move(batch[i]));
+    batch.clear();
+    std::lock_guard<std::mutex> g(held_mu);
+    for (auto& h : keep) held.push_back(std::move(h));
+    held_kept.store(keep.size(), std::memory_order_relaxed);
+  }
   /// One turn of the transaction thread: take the handed frontiers, release the held
   /// outputs a consistent cut allows into the open transaction, and commit it when the
   /// interval passed or a split asked for its final commit.
@@ -210,59 +269,74 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     // past C(p) stays held and lowers C(p) of every partition it reads to its lowest
     // input there (committing past that input without the output would lose it on
     // replay). Repeated until nothing changes; the rest is released (all inputs < C).
-    std::unordered_map<std::int32_t, std::int64_t> cut;
-    for (const auto& [pid, pt] : parts) cut[pid] = pt.handed;
-    std::vector<held_item> out;
+    // Computed outside held_mu: an output a worker holds meanwhile has every input at or
+    // past H (an input below H had all its outputs held when H was published), so this
+    // cut would keep it anyway; the next one sees it.
+    cut.clear();
+    for (const auto& [pid, pt] : parts) cut.push_back({pid, pt.handed, false});
+    std::sort(cut.begin(), cut.end(), [](const cut_entry& a, const cut_entry& b) { return a.pid < b.pid; });
     {
       std::lock_guard<std::mutex> g(held_mu);
-      std::vector<char> kept(held.size(), 0);
-      for (bool changed = true; changed;) {
-        changed = false;
-        for (std::size_t i = 0; i < held.size(); ++i) {
-          if (kept[i]) continue;
-          bool blocked = false;
-          for (const auto& d : held[i].deps) {
-            const auto it = cut.find(d.pid);
-            if (it == cut.end() || d.hi >= it->second) blocked = true;
-          }
-          if (!blocked) continue;
-          kept[i] = 1;
-          changed = true;
-          for (const auto& d : held[i].deps) {
-            auto [it, fresh] = cut.try_emplace(d.pid, d.lo);
-            if (!fresh) it->second = std::min(it->second, d.lo);
-          }
-        }
-      }
-      std::deque<held_item> rest;
-      for (std::size_t i = 0; i < held.size(); ++i) {
-        if (kept[i]) rest.push_back(std::move(held[i]));
-        else out.push_back(std::move(held[i]));
-      }
-      held.swap(rest);
-      held_kept.store(held.size(), std::memory_order_relaxed);
+      batch.swap(held);
     }
-    if (!out.empty()) {
-      if (!begin()) return;
-      for (const auto& h : out)
-        for (const auto& d : h.deps) {
-          auto [it, fresh] = owed.try_emplace(d.pid, cut.at(d.pid));
-          if (!fresh) it->second = std::max(it->second, cut.at(d.pid));
+    kept.assign(batch.size(), 0);
+    std::size_t n_kept = 0;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (kept[i]) continue;
+        bool blocked = false;
+        for (const auto& d : batch[i].deps) {
+          const cut_entry* e = cut_of(d.pid);
+          if (!e || d.hi >= e->c) blocked = true;
         }
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        item it{std::move(out[i].m), out[i].ts, nullptr};
-        std::unique_lock<std::mutex> g(mu);
-        while (!try_produce(it)) {  // QUEUE_FULL: serve reports until librdkafka takes it
+        if (!blocked) continue;
+        kept[i] = 1;
+        ++n_kept;
+        changed = true;
+        for (const auto& d : batch[i].deps) lower_cut(d.pid, d.lo);
+      }
+    }
+    const std::size_t n_out = batch.size() - n_kept;
+    if (n_out > 0) {
+      if (!begin()) {  // the run failed (txn_failed): the released outputs are dropped
+        stats.completed.fetch_add(n_out, std::memory_order_release);
+        put_back_kept();
+        return;
+      }
+      for (std::size_t i = 0; i < batch.size(); ++i)
+        if (!kept[i])
+          for (const auto& d : batch[i].deps) cut_of(d.pid)->released = true;
+      for (const auto& e : cut)
+        if (e.released) {
+          auto [it, fresh] = owed.try_emplace(e.pid, e.c);
+          if (!fresh) it->second = std::max(it->second, e.c);
+        }
+      // One lock of mu per 256 outputs; QUEUE_FULL: serve reports until librdkafka takes it.
+      std::size_t dropped = 0;
+      std::unique_lock<std::mutex> g(mu);
+      for (std::size_t i = 0, since_lock = 0; i < batch.size(); ++i) {
+        if (kept[i]) continue;
+        if (!refusal.empty()) {  // the rest is never produced: done with
+          ++dropped;
+          continue;
+        }
+        item it{std::move(batch[i].m), batch[i].ts, nullptr};
+        while (!try_produce(it)) {
           g.unlock();
           serve([&] { p->poll(10); });
           g.lock();
         }
-        if (!refusal.empty()) {  // the rest is never produced: done with
-          stats.completed.fetch_add(out.size() - i - 1, std::memory_order_release);
-          break;
+        if (++since_lock == 256) {
+          since_lock = 0;
+          g.unlock();
+          g.lock();
         }
       }
+      g.unlock();
+      if (dropped) stats.completed.fetch_add(dropped, std::memory_order_release);
     }
+    put_back_kept();
     // A refusal (at produce, or a delivery report served since the last turn) ends the
     // transaction here: nothing past it is committed.
     if (refused()) return;
@@ -275,15 +349,17 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     if (now - last_commit < o.commit_interval && requested <= served) return;
     last_commit = now;
     if (std::getenv("RILL_KAFKA_DEBUG")) {
-      std::fprintf(stderr, "txn: released %zu held %zu cut", out.size(), held.size());
-      for (const auto& [pid, c] : cut) std::fprintf(stderr, " %d:%lld/%lld", pid, (long long)c, (long long)parts[pid].handed);
+      std::fprintf(stderr, "txn: released %zu kept %zu cut", n_out, n_kept);
+      for (const auto& e : cut) std::fprintf(stderr, " %d:%lld/%lld", e.pid, (long long)e.c, (long long)parts[e.pid].handed);
       std::fprintf(stderr, "\n");
     }
     // Offsets to commit: the cut of every partition that moved past its last commit,
     // grouped by the split (consumer) that holds it: each is sent with its consumer's
     // group metadata, which the group coordinator checks (KIP-447 fencing).
     std::unordered_map<split_view*, std::pair<std::shared_ptr<split_view>, std::vector<std::pair<std::int32_t, std::int64_t>>>> by_split;
-    for (auto [pid, c] : cut) {
+    for (const auto& ce : cut) {
+      const auto pid = ce.pid;
+      auto c = ce.c;
       const auto pt = parts.find(pid);
       const auto ow = owed.find(pid);
       if (ow != owed.end()) c = std::max(c, ow->second);
