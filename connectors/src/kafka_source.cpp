@@ -898,13 +898,14 @@ void split_core::shutdown() {
   // A commit the coordinator refused (REBALANCE_IN_PROGRESS while the group rebalances,
   // NOT_COORDINATOR, no coordinator yet) is sent again every 500 ms; meanwhile the consumer
   // is served (rebalance and offset commit callbacks; data messages are dropped unread,
-  // they were never emitted).
+  // they were never emitted), 10 ms at a time: consume() returns at a message or its
+  // timeout, not when the commit callback it served confirmed the commit.
   p.commit(false);
   const auto until = std::chrono::steady_clock::now() + p.o.drain_timeout;
   auto retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds{500};
   while (p.commit_unconfirmed() && !p.fatal && std::chrono::steady_clock::now() < until) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-    std::unique_ptr<RdKafka::Message> m(p.c->consume(int(std::clamp<std::int64_t>(left.count(), 0, 100))));
+    std::unique_ptr<RdKafka::Message> m(p.c->consume(int(std::clamp<std::int64_t>(left.count(), 0, 10))));
     p.drain_acks();
     if (std::chrono::steady_clock::now() < retry_at) continue;
     retry_at = std::chrono::steady_clock::now() + std::chrono::milliseconds{500};
