@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -119,17 +120,22 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     bool released;
   };
   std::vector<cut_entry> cut;
-  /// C's entry of partition `pid`, or null. Binary search: an output's deps are one to a
-  /// few partitions of a sorted handful.
+  /// Where partition `pid`'s entry is or would go in `cut` (binary search).
+  std::vector<cut_entry>::iterator cut_pos(std::int32_t pid) {
+    return std::lower_bound(cut.begin(), cut.end(), pid, [](const cut_entry& e, std::int32_t v) { return e.pid < v; });
+  }
+  /// C's entry of partition `pid`, or null.
   cut_entry* cut_of(std::int32_t pid) {
-    const auto it = std::lower_bound(cut.begin(), cut.end(), pid, [](const cut_entry& e, std::int32_t v) { return e.pid < v; });
+    const auto it = cut_pos(pid);
     return it != cut.end() && it->pid == pid ? &*it : nullptr;
   }
-  /// Lowers C(pid) to at most `c`, adding the partition (at `c`) when C has none.
+  /// Lowers C(pid) to at most `c`. A partition C has no entry for has no handed frontier
+  /// (nothing of it handed yet, or it left this process): it is added at the lowest
+  /// offset, so that every output reading it stays held, whatever its offsets.
   void lower_cut(std::int32_t pid, std::int64_t c) {
-    const auto it = std::lower_bound(cut.begin(), cut.end(), pid, [](const cut_entry& e, std::int32_t v) { return e.pid < v; });
+    const auto it = cut_pos(pid);
     if (it != cut.end() && it->pid == pid) it->c = std::min(it->c, c);
-    else cut.insert(it, cut_entry{pid, c, false});
+    else cut.insert(it, cut_entry{pid, std::numeric_limits<std::int64_t>::min(), false});
   }
   /// Held outputs the last cut kept (an input not yet covered: a window still to fire);
   /// written under held_mu, read by flush() (kafka_sink::flush, eos_backlog()).
@@ -241,18 +247,22 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
   }
   std::chrono::milliseconds txn_patience() const { return std::max(o.delivery_timeout, std::chrono::milliseconds{60000}); }
 
-  /// The end of a cut: the outputs it kept go back to `held` (behind any a worker held
-  /// meanwhile; the order of held outputs does not matter to the cut), `batch` is emptied
-  /// with its capacity kept, and held_kept counts what the cut kept. The transaction
-  /// thread.
+  /// The end of a cut: the outputs it kept go back to `held`, ahead of any a worker held
+  /// meanwhile (held stays in the order written), `batch` is emptied with its capacity
+  /// kept, and held_kept counts what the cut kept. The transaction thread.
   void put_back_kept() {
     keep.clear();
     for (std::size_t i = 0; i < batch.size(); ++i)
       if (kept[i]) keep.push_back(std::move(batch[i]));
     batch.clear();
+    const std::size_t n = keep.size();
     std::lock_guard<std::mutex> g(held_mu);
-    for (auto& h : keep) held.push_back(std::move(h));
-    held_kept.store(keep.size(), std::memory_order_relaxed);
+    if (!held.empty()) {
+      for (auto& h : held) keep.push_back(std::move(h));
+      held.clear();
+    }
+    held.swap(keep);
+    held_kept.store(n, std::memory_order_relaxed);
   }
   /// One turn of the transaction thread: take the handed frontiers, release the held
   /// outputs a consistent cut allows into the open transaction, and commit it when the
@@ -350,7 +360,10 @@ struct producer_core::impl : RdKafka::DeliveryReportCb, RdKafka::EventCb {
     last_commit = now;
     if (std::getenv("RILL_KAFKA_DEBUG")) {
       std::fprintf(stderr, "txn: released %zu kept %zu cut", n_out, n_kept);
-      for (const auto& e : cut) std::fprintf(stderr, " %d:%lld/%lld", e.pid, (long long)e.c, (long long)parts[e.pid].handed);
+      for (const auto& e : cut) {
+        const auto pt = parts.find(e.pid);
+        std::fprintf(stderr, " %d:%lld/%lld", e.pid, (long long)e.c, pt == parts.end() ? -1LL : (long long)pt->second.handed);
+      }
       std::fprintf(stderr, "\n");
     }
     // Offsets to commit: the cut of every partition that moved past its last commit,
