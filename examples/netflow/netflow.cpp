@@ -53,7 +53,9 @@
 #include <mutex>
 #include <regex>
 #include <set>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <rill/connectors/http_transport.hpp>
 #include <rill/pcap.hpp>
@@ -101,29 +103,35 @@ struct conversation_totals {
 };
 using conversation_map = absl::flat_hash_map<rill::flow_key, conversation_totals>;
 
-/// Writes one line per row (JSON or CSV) and remembers totals for the summary. Called
-/// on the ordered_sink's writer thread, one row at a time; the aggregation gives exactly
-/// one row per (window, conversation).
+/// Formats one line per row (JSON or CSV) and counts each conversation's totals, on the
+/// worker that made the row (or on the sink's writer thread: ordered_sink_options::
+/// sort_on_workers); writes the lines in order on the ordered_sink's writer thread, one
+/// row at a time. The aggregation gives exactly one row per (window, conversation).
 struct line_writer {
   std::ostream* out;
-  conversation_map* conversations;
+  std::vector<conversation_map>* conversations;  ///< per worker: format() for w adds to [w]
   std::size_t* lines;
   netflow::traffic_report* report;  ///< --report: every row; null otherwise
-  netflow::row_format format;
+  netflow::row_format fields;
   bool csv = false;
   netflow::ipfix_exporter* ipfix;  ///< --ipfix: every row, flushed at each new window; null otherwise
   rill::event_time* ipfix_window;  ///< window start of the rows ipfix holds
   /// Called once, at the first failed write (e.g. EPIPE: the reader of a pipe closed it),
   /// with that write's errno: there is no point reading on.
   std::function<void(int)> on_write_error;
-  void operator()(rill::event_time, const flow_row& r) const {
+  /// Appends row `r`'s line to `bytes`; counts it in worker `worker`'s conversation totals
+  /// (the sink never calls this for one worker on two threads at once).
+  void format(std::size_t worker, rill::event_time, const flow_row& r, std::string& bytes) const {
+    if (csv) netflow::append_row_csv(bytes, r, fields);
+    else netflow::append_row_json(bytes, r, fields);
+    bytes += '\n';
+    auto& c = (*conversations)[worker][r.key];
+    c.packets += r.packets;
+    c.bytes += r.bytes;
+  }
+  void operator()(rill::event_time, const flow_row& r, std::string_view line) const {
     const bool was_ok = bool(*out);
     errno = 0;
-    thread_local std::string line;  // reused: one allocation per thread, not per row
-    line.clear();
-    if (csv) netflow::append_row_csv(line, r, format);
-    else netflow::append_row_json(line, r, format);
-    line += '\n';
     out->write(line.data(), std::streamsize(line.size()));
     if (was_ok && !*out && on_write_error) on_write_error(errno);
     ++*lines;
@@ -132,12 +140,27 @@ struct line_writer {
       *ipfix_window = r.window_start;
       ipfix->add(r);
     }
-    auto& c = (*conversations)[r.key];
-    c.packets += r.packets;
-    c.bytes += r.bytes;
     if (report) report->add(r);
   }
 };
+
+/// The conversation totals of every worker in one map (a conversation's rows are all made
+/// on one worker, but totals of one key on several are added up all the same).
+conversation_map merged(std::vector<conversation_map>&& per_worker) {
+  std::size_t largest = 0;
+  for (std::size_t w = 1; w < per_worker.size(); ++w)
+    if (per_worker[w].size() > per_worker[largest].size()) largest = w;
+  conversation_map all = std::move(per_worker[largest]);
+  for (std::size_t w = 0; w < per_worker.size(); ++w) {
+    if (w == largest) continue;
+    for (const auto& [k, t] : per_worker[w]) {
+      auto& c = all[k];
+      c.packets += t.packets;
+      c.bytes += t.bytes;
+    }
+  }
+  return all;
+}
 
 /// The command-line option behind a rill::config_error key, so that a value the checks
 /// below let through is still reported under the name the user typed.
@@ -398,7 +421,7 @@ int main(int argc, char** argv) {
       local_service->start();
       a.enrich_url = local_service->url();
     }
-    conversation_map conversations;
+    std::vector<conversation_map> conversations(rt.worker_count());
     std::size_t lines = 0;
     int write_errno = 0;  // of the first failed write to --output
     netflow::traffic_report report{a.window};
@@ -419,10 +442,14 @@ int main(int argc, char** argv) {
                                write_errno = err;
                                rt.request_stop();  // nothing more can be written: stop reading
                              }};
-    // Rows are sorted, formatted and written on the sink's thread while the workers read
-    // on: the worker that closes a window does not stop for its rows.
+    // Rows are written on the sink's thread while the workers read on: the worker that
+    // closes a window does not stop for its rows. With one worker the sink's thread also
+    // sorts and formats them, on the core the worker leaves idle; with more, each worker
+    // sorts and formats its own rows, in parallel, and the sink's thread merges and writes.
     auto sink = std::make_shared<rill::ordered_sink<flow_row, by_key, line_writer>>(
-        rt.worker_count(), by_key{}, writer, rill::ordered_sink_options{.writer_thread = true});
+        rt.worker_count(), by_key{}, writer,
+        rill::ordered_sink_options{.writer_thread = true,
+                                   .sort_on_workers = rt.worker_count() > 1});
     auto packets = spread      ? rill::from(frames).rebalance().map(frames.decoder())
                    : a.rebalance ? rill::from(std::move(src)).rebalance()
                                  : rill::from(std::move(src));
@@ -459,7 +486,8 @@ int main(int argc, char** argv) {
 
     // 3. The report.
     const bool output_ok = finish_output(out, a.output, write_errno);
-    json summary = summary_of(*stats, rep, conversations, lines, enrich_errors->load(), rt.worker_count(),
+    json summary = summary_of(*stats, rep, merged(std::move(conversations)), lines,
+                              enrich_errors->load(), rt.worker_count(),
                               two_phase ? late_packets->load() : rep.stage("window").late);
     bool ipfix_ok = true;
     if (ipfix) {
