@@ -25,8 +25,9 @@ constexpr std::size_t record_header_bytes = 16;
 // Unit in which the map is released once every reader passed it (a multiple of the page
 // size, so each region starts on a page of the page-aligned map).
 constexpr std::size_t region_bytes = std::size_t{8} << 20;
-// How far ahead of a header walk publish_chunk_end() prefetches.
-constexpr std::size_t prefetch_ahead_bytes = 1024;
+// How far ahead of a header walk publish_chunk_end() prefetches (about 40 records of the
+// 95-byte average of a 2 M-packet pcapgen capture; 1, 2, 4 and 8 KiB measured alike).
+constexpr std::size_t prefetch_ahead_bytes = 4096;
 
 // The classic pcap header (tcpdump.org "pcap file format", libpcap sf-pcap.c): magic,
 // version 2.4. False for anything libpcap reads with other rules (older versions swap
@@ -310,9 +311,12 @@ void pcap_split_reader::publish_chunk_end() noexcept {
   std::size_t p = pos_;
   for (std::size_t i = 0; i < per_chunk_; ++i) {
     // Each header's address comes from the one before: without a hint every step waits
-    // for a line from memory. The lines a few records ahead are asked for meanwhile (a
-    // prefetch past the map's end or into an unmapped page does nothing).
+    // for a line from memory. The two lines `prefetch_ahead_bytes` ahead are asked for
+    // meanwhile: one step moves 16 bytes plus a record, so with records up to 112 bytes
+    // every line the walk reads was asked for (a prefetch past the map's end or into an
+    // unmapped page does nothing).
     __builtin_prefetch(map_ + p + prefetch_ahead_bytes);
+    __builtin_prefetch(map_ + p + prefetch_ahead_bytes + 64);
     const std::size_t left = size_ - p;
     if (left < record_header_bytes) return;
     const std::uint32_t caplen = load32(map_ + p + 8, swapped_);
