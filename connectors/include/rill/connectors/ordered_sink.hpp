@@ -297,8 +297,8 @@ class ordered_sink {
     for (auto& b : ready) write_batch(b);
   }
 
-  // Writes one event time's runs merged by less_ (a heap of the runs' next rows), sealing
-  // any run not sealed yet. out_ held.
+  // Writes one event time's runs merged by less_ (two runs: side by side; more: a heap of
+  // the runs' next rows), sealing any run not sealed yet. out_ held.
   void write_batch(batch& b) {
     const event_time time = b.first;
     auto& runs = b.second;
@@ -307,6 +307,18 @@ class ordered_sink {
     if (runs.size() == 1) {
       const auto& [w, r] = runs.front();
       for (const T* v : r.order) emit(time, w, r, v);
+      return;
+    }
+    if (runs.size() == 2) {  // one comparison per record, no heap
+      const auto& [wa, a] = runs[0];
+      const auto& [wb, b] = runs[1];
+      auto i = a.order.begin(), j = b.order.begin();
+      while (i != a.order.end() && j != b.order.end()) {
+        if (less_(**j, **i)) emit(time, wb, b, *j++);
+        else emit(time, wa, a, *i++);
+      }
+      for (; i != a.order.end(); ++i) emit(time, wa, a, *i);
+      for (; j != b.order.end(); ++j) emit(time, wb, b, *j);
       return;
     }
     struct cursor {
