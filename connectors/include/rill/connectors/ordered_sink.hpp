@@ -231,7 +231,11 @@ class ordered_sink {
       const std::size_t before = r.begin.size();
       r.begin.resize(r.rows.size(), unformatted);
       r.end.resize(r.rows.size(), unformatted);
-      r.text.reserve(r.text.size() + (r.rows.size() - before) * l->bytes_per_row * 9 / 8);
+      // Room for the new rows at once (growing a text of megabytes by doubling copies it
+      // and touches fresh pages twice): at the last run's bytes per row, or, for a
+      // worker's first run, the first row's.
+      const std::size_t fresh = r.rows.size() - before;
+      r.text.reserve(r.text.size() + fresh * l->bytes_per_row * 9 / 8);
       const std::size_t text_before = r.text.size();
       for (const T* v : r.order) {
         const auto i = std::size_t(v - r.rows.data());
@@ -239,9 +243,12 @@ class ordered_sink {
         r.begin[i] = r.text.size();
         write_.format(worker, time, *v, r.text);
         r.end[i] = r.text.size();
+        if (l->bytes_per_row == 0 && r.end[i] > r.begin[i]) {
+          l->bytes_per_row = r.end[i] - r.begin[i];
+          r.text.reserve(r.text.size() + fresh * l->bytes_per_row * 5 / 4);
+        }
       }
-      if (r.rows.size() > before)
-        l->bytes_per_row = (r.text.size() - text_before) / (r.rows.size() - before);
+      if (fresh > 0) l->bytes_per_row = (r.text.size() - text_before) / fresh;
     }
   }
 
