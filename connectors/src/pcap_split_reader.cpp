@@ -25,6 +25,12 @@ constexpr std::size_t record_header_bytes = 16;
 // Unit in which the map is released once every reader passed it (a multiple of the page
 // size, so each region starts on a page of the page-aligned map).
 constexpr std::size_t region_bytes = std::size_t{8} << 20;
+// How far ahead of a header walk prefetch_ahead() asks for lines (about 40 records of the
+// 95-byte average of a 2 M-packet pcapgen capture; 1, 2, 4 and 8 KiB measured alike).
+constexpr std::size_t prefetch_ahead_bytes = 4096;
+// Headers walk_some() passes per record returned: the walk of a chunk of N records ends
+// after N/4 of them.
+constexpr std::size_t walk_steps = 4;
 
 // The classic pcap header (tcpdump.org "pcap file format", libpcap sf-pcap.c): magic,
 // version 2.4. False for anything libpcap reads with other rules (older versions swap
@@ -62,6 +68,16 @@ std::uint32_t load32(const std::byte* p, bool swapped) noexcept {
   std::uint32_t v = 0;
   std::memcpy(&v, p, 4);
   return swapped ? __builtin_bswap32(v) : v;
+}
+
+// A walk over record headers (walk_some, skip_chunk) at header `p`. Each header's
+// address comes from the one before: without a hint every step waits for a line from
+// memory. The two lines `prefetch_ahead_bytes` ahead are asked for meanwhile: one step
+// moves 16 bytes plus a record, so with records up to 112 bytes every line the walk reads
+// was asked for (a prefetch past the map's end or into an unmapped page does nothing).
+inline void prefetch_ahead(const std::byte* p) noexcept {
+  __builtin_prefetch(p + prefetch_ahead_bytes);
+  __builtin_prefetch(p + prefetch_ahead_bytes + 64);
 }
 
 }  // namespace
@@ -274,6 +290,7 @@ bool pcap_split_reader::skip_chunk() noexcept {
     }
   }
   for (std::size_t i = 0; i < per_chunk_; ++i) {
+    prefetch_ahead(map_ + pos_);  // as in walk_some()
     std::uint32_t caplen = 0;
     switch (look(caplen)) {
       case step::record:
@@ -296,24 +313,43 @@ bool pcap_split_reader::skip_chunk() noexcept {
   return true;
 }
 
-// At the first record of an own chunk: walks its headers (which the decode then finds in
-// the cache) and publishes where the next chunk starts, for the splits that skip this
-// one. Publishes nothing when the chunk holds a record libpcap reads with its own rules
-// or the file ends inside it: the other splits then walk it themselves.
-void pcap_split_reader::publish_chunk_end() noexcept {
+// At the first record of an own chunk: starts the walk over its headers that publishes
+// where the next chunk starts, for the splits that skip this one (unless one of them
+// published it already). walk_some() then passes `walk_steps` headers per record this
+// split returns, so the walk ends a quarter into the chunk and its loads of the capture
+// overlap the decoding instead of waiting alone (they also bring in the lines the decode
+// reads next). Publishes nothing when the chunk holds a record libpcap reads with its own
+// rules or the file ends inside it: the other splits then walk it themselves.
+void pcap_split_reader::start_walk() noexcept {
+  walk_left_ = 0;
   const std::size_t next_chunk = index_ / per_chunk_ + 1;
   if (next_chunk >= file_->chunks) return;
-  std::atomic<std::size_t>& slot = file_->start[next_chunk];
-  if (slot.load(std::memory_order_relaxed) != 0) return;
-  std::size_t p = pos_;
-  for (std::size_t i = 0; i < per_chunk_; ++i) {
-    const std::size_t left = size_ - p;
-    if (left < record_header_bytes) return;
-    const std::uint32_t caplen = load32(map_ + p + 8, swapped_);
-    if (caplen > snapshot_ || caplen > left - record_header_bytes) return;
-    p += record_header_bytes + caplen;
+  if (file_->start[next_chunk].load(std::memory_order_relaxed) != 0) return;
+  walk_pos_ = pos_;
+  walk_left_ = per_chunk_;
+  walk_chunk_ = next_chunk;
+}
+
+void pcap_split_reader::walk_some() noexcept {
+  std::atomic<std::size_t>& slot = file_->start[walk_chunk_];
+  if (slot.load(std::memory_order_relaxed) != 0) {  // a skipping split walked it
+    walk_left_ = 0;
+    return;
   }
-  slot.store(p, std::memory_order_release);
+  std::size_t p = walk_pos_;
+  for (std::size_t n = std::min(walk_left_, walk_steps); n > 0; --n) {
+    prefetch_ahead(map_ + p);
+    const std::size_t left = size_ - p;
+    const std::uint32_t caplen = left < record_header_bytes ? 0 : load32(map_ + p + 8, swapped_);
+    if (left < record_header_bytes || caplen > snapshot_ || caplen > left - record_header_bytes) {
+      walk_left_ = 0;  // the other splits walk this chunk themselves
+      return;
+    }
+    p += record_header_bytes + caplen;
+    --walk_left_;
+  }
+  walk_pos_ = p;
+  if (walk_left_ == 0) slot.store(p, std::memory_order_release);
 }
 
 void pcap_split_reader::set_filter(const std::string& expression) {
@@ -331,8 +367,9 @@ read_status pcap_split_reader::next(packet& out) noexcept {
       while ((index_ / per_chunk_) % splits_ != split_) {
         if (!skip_chunk()) return end_;
       }
-      if (shared_) publish_chunk_end();
+      if (shared_) start_walk();
     }
+    if (walk_left_ != 0) walk_some();
     std::uint32_t caplen = 0;
     switch (look(caplen)) {
       case step::end:

@@ -36,13 +36,14 @@
 // --window, --max-delay, --workers and --topology, and run the same pipeline
 // (flow_row.hpp's count_flows), so the flow types and the job exist once.
 #include <CLI/CLI.hpp>
-#include <absl/container/flat_hash_map.h>
+#include <absl/container/btree_map.h>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -53,7 +54,9 @@
 #include <mutex>
 #include <regex>
 #include <set>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <rill/connectors/http_transport.hpp>
 #include <rill/pcap.hpp>
@@ -99,31 +102,51 @@ struct by_key {
 struct conversation_totals {
   std::uint64_t packets = 0, bytes = 0;
 };
-using conversation_map = absl::flat_hash_map<rill::flow_key, conversation_totals>;
+using conversation_map = absl::btree_map<rill::flow_key, conversation_totals>;
 
-/// Writes one line per row (JSON or CSV) and remembers totals for the summary. Called
-/// on the ordered_sink's writer thread, one row at a time; the aggregation gives exactly
-/// one row per (window, conversation).
+/// One worker's conversation totals, ordered by key. The sink formats a worker's rows of
+/// a window in key order, so a row's entry is the one after the last row's, or a new one
+/// just before it: with that position as the hint, btree_map's try_emplace finds or
+/// inserts it in amortized O(1) and walks the tree front to back, where a hash map
+/// missed the cache on nearly every row. Rows out of that order cost a search (O(log n)).
+struct conversation_counts {
+  conversation_map totals;
+  conversation_map::iterator next;  ///< after the last entry added to; valid once totals holds one
+  void add(const flow_row& r) {
+    auto it = totals.try_emplace(totals.empty() ? totals.end() : next, r.key);
+    it->second.packets += r.packets;
+    it->second.bytes += r.bytes;
+    next = std::next(it);  // an insert invalidates iterators: taken after it
+  }
+};
+
+/// Formats one line per row (JSON or CSV) and counts each conversation's totals, on the
+/// worker that made the row (or on the sink's writer thread: ordered_sink_options::
+/// sort_on_workers); writes the lines in order on the ordered_sink's writer thread, one
+/// row at a time. The aggregation gives exactly one row per (window, conversation).
 struct line_writer {
   std::ostream* out;
-  conversation_map* conversations;
+  std::vector<conversation_counts>* conversations;  ///< per worker: format() for w adds to [w]
   std::size_t* lines;
   netflow::traffic_report* report;  ///< --report: every row; null otherwise
-  netflow::row_format format;
+  netflow::row_format fields;
   bool csv = false;
   netflow::ipfix_exporter* ipfix;  ///< --ipfix: every row, flushed at each new window; null otherwise
   rill::event_time* ipfix_window;  ///< window start of the rows ipfix holds
   /// Called once, at the first failed write (e.g. EPIPE: the reader of a pipe closed it),
   /// with that write's errno: there is no point reading on.
   std::function<void(int)> on_write_error;
-  void operator()(rill::event_time, const flow_row& r) const {
+  /// Appends row `r`'s line to `bytes`; counts it in worker `worker`'s conversation totals
+  /// (the sink never calls this for one worker on two threads at once).
+  void format(std::size_t worker, rill::event_time, const flow_row& r, std::string& bytes) const {
+    if (csv) netflow::append_row_csv(bytes, r, fields);
+    else netflow::append_row_json(bytes, r, fields);
+    bytes += '\n';
+    (*conversations)[worker].add(r);
+  }
+  void operator()(rill::event_time, const flow_row& r, std::string_view line) const {
     const bool was_ok = bool(*out);
     errno = 0;
-    thread_local std::string line;  // reused: one allocation per thread, not per row
-    line.clear();
-    if (csv) netflow::append_row_csv(line, r, format);
-    else netflow::append_row_json(line, r, format);
-    line += '\n';
     out->write(line.data(), std::streamsize(line.size()));
     if (was_ok && !*out && on_write_error) on_write_error(errno);
     ++*lines;
@@ -132,9 +155,6 @@ struct line_writer {
       *ipfix_window = r.window_start;
       ipfix->add(r);
     }
-    auto& c = (*conversations)[r.key];
-    c.packets += r.packets;
-    c.bytes += r.bytes;
     if (report) report->add(r);
   }
 };
@@ -300,28 +320,66 @@ auto enriched(Rows&& rows, const std::string& url, Keep keep) {
       [](flow_row&& r, nlohmann::json&& v) { r.b_class = std::move(v); return std::move(r); }, keep);
 }
 
-/// The summary object (see the banner).
-/// The `top` conversations by bytes (ties: by key), largest first, as summary objects.
-json top_talkers(const conversation_map& conversations, std::size_t top) {
-  std::vector<std::pair<rill::flow_key, conversation_totals>> v(conversations.begin(), conversations.end());
-  auto larger = [](const auto& x, const auto& y) {
+/// Every worker's conversations together: how many distinct ones, and the top talkers.
+struct conversation_summary {
+  std::size_t conversations = 0;
+  json top_talkers = json::array();
+};
+
+/// Merges the workers' totals (each ordered by key; one key's totals on several workers
+/// are added up) in one pass, keeping the `top` conversations by bytes (ties: by key),
+/// largest first, as summary objects. O(n log workers + n log top) for n entries.
+conversation_summary summarize(const std::vector<conversation_counts>& per_worker, std::size_t top) {
+  using entry = std::pair<rill::flow_key, conversation_totals>;
+  auto larger = [](const entry& x, const entry& y) {
     return x.second.bytes != y.second.bytes ? x.second.bytes > y.second.bytes : x.first < y.first;
   };
-  const auto n = std::min(top, v.size());
-  std::partial_sort(v.begin(), v.begin() + std::ptrdiff_t(n), v.end(), larger);
-  json out = json::array();
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& [k, t] = v[i];
-    out.push_back({{"proto", rill::to_string(k.proto)}, {"a", k.a_endpoint()}, {"b", k.b_endpoint()},
-                   {"packets", t.packets}, {"bytes", t.bytes}});
+  std::vector<entry> best;  // a heap of the best so far, under `larger`: the worst on top
+  auto offer = [&](const entry& e) {
+    if (best.size() < top) {
+      best.push_back(e);
+      std::push_heap(best.begin(), best.end(), larger);
+    } else if (top > 0 && larger(e, best.front())) {
+      std::pop_heap(best.begin(), best.end(), larger);
+      best.back() = e;
+      std::push_heap(best.begin(), best.end(), larger);
+    }
+  };
+  using cursor = std::pair<conversation_map::const_iterator, conversation_map::const_iterator>;
+  auto after = [](const cursor& a, const cursor& b) { return b.first->first < a.first->first; };
+  std::vector<cursor> heap;  // each worker's next entry, the smallest key on top
+  for (const auto& w : per_worker)
+    if (!w.totals.empty()) heap.emplace_back(w.totals.begin(), w.totals.end());
+  std::make_heap(heap.begin(), heap.end(), after);
+  conversation_summary out;
+  std::optional<entry> cur;  // the key being added up
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), after);
+    auto& c = heap.back();
+    const auto& [k, t] = *c.first;
+    if (cur && cur->first == k) {
+      cur->second.packets += t.packets;
+      cur->second.bytes += t.bytes;
+    } else {
+      if (cur) offer(*cur);
+      cur = entry{k, t};
+      ++out.conversations;
+    }
+    if (++c.first == c.second) heap.pop_back();
+    else std::push_heap(heap.begin(), heap.end(), after);
   }
+  if (cur) offer(*cur);
+  std::sort_heap(best.begin(), best.end(), larger);
+  for (const auto& [k, t] : best)
+    out.top_talkers.push_back({{"proto", rill::to_string(k.proto)}, {"a", k.a_endpoint()}, {"b", k.b_endpoint()},
+                               {"packets", t.packets}, {"bytes", t.bytes}});
   return out;
 }
 
-// `late`: packets dropped as late (the window stage's counter with one phase; the packets
-// of the late partial aggregates with two).
-json summary_of(const rill::pcap_source_stats& stats, const rill::run_report& rep, const conversation_map& conversations,
-                std::size_t lines, std::uint64_t enrich_errors, std::size_t workers, std::uint64_t late) {
+/// The summary object (see the banner). `late`: packets dropped as late (the window
+/// stage's counter with one phase; the packets of the late partial aggregates with two).
+json summary_of(const rill::pcap_source_stats& stats, const rill::run_report& rep,
+                const conversation_summary& conversations, std::size_t lines, std::uint64_t enrich_errors, std::size_t workers, std::uint64_t late) {
   const auto p = stats.packets.load();
   json by_proto;
   for (auto proto : {rill::ip_proto::tcp, rill::ip_proto::udp, rill::ip_proto::icmp, rill::ip_proto::icmpv6,
@@ -334,9 +392,9 @@ json summary_of(const rill::pcap_source_stats& stats, const rill::run_report& re
           {"truncated", stats.truncated.load()},
           {"filtered", stats.filtered.load()},
           {"late", late},
-          {"conversations", conversations.size()},
+          {"conversations", conversations.conversations},
           {"windows_rows", lines},
-          {"top_talkers", top_talkers(conversations, 10)},
+          {"top_talkers", conversations.top_talkers},
           {"errors", rep.errors},
           {"enrich_errors", enrich_errors},
           {"workers", workers},
@@ -398,7 +456,7 @@ int main(int argc, char** argv) {
       local_service->start();
       a.enrich_url = local_service->url();
     }
-    conversation_map conversations;
+    std::vector<conversation_counts> conversations(rt.worker_count());
     std::size_t lines = 0;
     int write_errno = 0;  // of the first failed write to --output
     netflow::traffic_report report{a.window};
@@ -419,10 +477,14 @@ int main(int argc, char** argv) {
                                write_errno = err;
                                rt.request_stop();  // nothing more can be written: stop reading
                              }};
-    // Rows are sorted, formatted and written on the sink's thread while the workers read
-    // on: the worker that closes a window does not stop for its rows.
+    // Rows are written on the sink's thread while the workers read on: the worker that
+    // closes a window does not stop for its rows. With one worker the sink's thread also
+    // sorts and formats them, on the core the worker leaves idle; with more, each worker
+    // sorts and formats its own rows, in parallel, and the sink's thread merges and writes.
     auto sink = std::make_shared<rill::ordered_sink<flow_row, by_key, line_writer>>(
-        rt.worker_count(), by_key{}, writer, rill::ordered_sink_options{.writer_thread = true});
+        rt.worker_count(), by_key{}, writer,
+        rill::ordered_sink_options{.writer_thread = true,
+                                   .sort_on_workers = rt.worker_count() > 1});
     auto packets = spread      ? rill::from(frames).rebalance().map(frames.decoder())
                    : a.rebalance ? rill::from(std::move(src)).rebalance()
                                  : rill::from(std::move(src));
@@ -459,7 +521,8 @@ int main(int argc, char** argv) {
 
     // 3. The report.
     const bool output_ok = finish_output(out, a.output, write_errno);
-    json summary = summary_of(*stats, rep, conversations, lines, enrich_errors->load(), rt.worker_count(),
+    json summary = summary_of(*stats, rep, summarize(conversations, 10), lines,
+                              enrich_errors->load(), rt.worker_count(),
                               two_phase ? late_packets->load() : rep.stage("window").late);
     bool ipfix_ok = true;
     if (ipfix) {

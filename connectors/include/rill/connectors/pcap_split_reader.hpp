@@ -128,7 +128,8 @@ class pcap_split_reader {
   enum class step { record, end, special };
   step look(std::uint32_t& caplen) const noexcept;
   bool skip_chunk() noexcept;
-  void publish_chunk_end() noexcept;
+  void start_walk() noexcept;
+  void walk_some() noexcept;
   void release_passed() noexcept;
   read_status special(packet& out, bool owned, bool& kept) noexcept;
 
@@ -145,6 +146,11 @@ class pcap_split_reader {
   std::uint32_t snapshot_ = 0;
   bool swapped_ = false, nano_ = false, done_ = false;
   bool shared_ = false;  // other splits read file_: publish the end of each own chunk
+  // The walk over an own chunk's headers that publishes where the next chunk starts,
+  // a few headers per record returned (walk_some), ahead of the decoding.
+  std::size_t walk_pos_ = 0;    // byte offset of the walk's next header
+  std::size_t walk_left_ = 0;   // headers it has still to pass; 0: no walk under way
+  std::size_t walk_chunk_ = 0;  // the chunk whose start it publishes
   read_status end_ = read_status::end_of_file;
   pcap_reader_counters counters_;
 };
