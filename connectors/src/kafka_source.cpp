@@ -517,9 +517,14 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     }
     else if (!lost && !commit_given_up) commit(true, &pids);
     retained.clear();
+    std::vector<RdKafka::TopicPartition*> paused_away;
     for (auto pid : pids) {
       auto it = parts.find(pid);
       if (it == parts.end()) continue;
+      if (it->second.paused) {
+        paused_away.push_back(RdKafka::TopicPartition::create(it->second.topic, it->second.partition));
+        it->second.paused = false;
+      }
       if (!lost && !coop && !link) retained.emplace(pid, std::move(it->second));
       else if (closed && !link && it->second.unconfirmed()) left_behind.push_back(short_of(it->second, lost ? "lost" : "revoked"));
       parts.erase(it);
@@ -527,6 +532,13 @@ struct split_core::impl : RdKafka::RebalanceCb, RdKafka::EventCb, RdKafka::Offse
     std::erase_if(stash, [&](const message_ptr& m) {
       return std::find(pids.begin(), pids.end(), pid_of(rd_kafka_topic_name(m->rkt), m->partition)) != pids.end();
     });
+    // librdkafka keeps a partition's application pause across unassign and a later
+    // assign (it resets only its own library pause: rd_kafka_assignment_serve_removals
+    // in rdkafka_assignment.c; confluentinc/librdkafka#1849), while the partition's track
+    // goes away here. A partition paused for backpressure and given back after the
+    // backpressure ended would stay paused for good: resume it before it leaves.
+    if (!paused_away.empty()) consumer->resume(paused_away);
+    free_list(paused_away);
     if (coop) {
       if (auto* er = consumer->incremental_unassign(tps)) delete er;
     } else {

@@ -356,6 +356,71 @@ TEST_P(KafkaC07, RevokeCommitsSoNewOwnerStartsAfterProcessedRecords) {
 INSTANTIATE_TEST_SUITE_P(Assignors, KafkaC07, ::testing::Values(false, true),
                          [](const auto& i) { return i.param ? "CooperativeSticky" : "Eager"; });
 
+// librdkafka keeps a partition's application pause across an eager revoke and a later
+// assign (it resets only its own library pause; confluentinc/librdkafka#1849). A split
+// paused for backpressure whose partitions are revoked, whose backpressure ends while it
+// holds none, and which then gets a partition back must read it. Timeline on one split
+// (its calls by hand, no runtime): 2 partitions x 10 records; the split reads all 20 and
+// pauses; consumer B joins the group (the split's revoke); the split resumes while it
+// holds nothing; the rebalance gives it one partition; 10 more records go to each
+// partition, and the 10 of its partition must reach it.
+TEST(KafkaBroker, PartitionPausedWhenRevokedIsReadWhenItComesBack) {
+  RILL_NEED_BROKER();
+  const auto in = kt::unique("pause-rb"), group = kt::unique("pause-rb-g");
+  kt::create_topic(in, 2);
+  auto batch = [](const char* v) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    for (int i = 0; i < 10; ++i) kv.emplace_back(kt::key(i), v);
+    return kv;
+  };
+  kt::produce(in, batch("old"), 0);
+  kt::produce(in, batch("old"), 1);
+  auto o = src_opts(group, in);
+  o.config["session.timeout.ms"] = "6000";
+  auto stats = std::make_shared<rill::kafka_source_stats>();
+  rill::kafka_detail::split_core a(o, rill::kafka_detail::make_topic_table(), stats,
+                                   [](const rill::kafka_bad_message&) {}, 0);
+  rill::kafka_detail::message_view m;
+  std::map<int, int> old_read, new_read;  // partition -> records
+  auto read_all = [&] {
+    while (a.next(m)) ++(m.value == "new" ? new_read : old_read)[m.partition];
+  };
+  ASSERT_TRUE(kt::wait_for([&] { read_all(); return old_read[0] + old_read[1] == 20; }, 30s));
+  a.pause_all();
+  ASSERT_TRUE(a.paused());
+
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  c->set("bootstrap.servers", kt::brokers(), err);
+  c->set("group.id", group, err);
+  c->set("session.timeout.ms", "6000", err);
+  std::unique_ptr<RdKafka::KafkaConsumer> b(RdKafka::KafkaConsumer::create(c.get(), err));
+  ASSERT_TRUE(b) << err;
+  ASSERT_EQ(b->subscribe({in}), RdKafka::ERR_NO_ERROR);
+  auto serve_b = [&] { std::unique_ptr<RdKafka::Message> x(b->consume(0)); };
+
+  const auto v0 = a.assignment_version();
+  ASSERT_TRUE(kt::wait_for([&] { a.keepalive(); serve_b(); return a.assignment_version() != v0; }, 30s));
+  ASSERT_EQ(stats->rebalances.load(), 2u) << "the first assignment, then the revoke; not yet the new assignment";
+  a.resume_paused();  // backpressure ended while the split holds nothing
+  ASSERT_FALSE(a.paused());
+  const auto v1 = a.assignment_version();
+  ASSERT_TRUE(kt::wait_for([&] { read_all(); serve_b(); return a.assignment_version() != v1; }, 30s));
+  ASSERT_EQ(stats->assigned.load(), 1u);
+  std::vector<std::int32_t> held;
+  a.held_partitions(held);
+  ASSERT_EQ(held.size(), 1u);
+  const int mine = held[0] & 0xffff;
+
+  kt::produce(in, batch("new"), 0);
+  kt::produce(in, batch("new"), 1);
+  EXPECT_TRUE(kt::wait_for([&] { read_all(); serve_b(); return new_read[mine] == 10; }, 30s))
+      << "partition " << mine << ": " << new_read[mine] << " of its 10 new records read";
+  EXPECT_EQ(new_read[1 - mine], 0);
+  b->close();
+  a.shutdown();
+}
+
 // C02 (Kafka part): 1 partition, source on 2 workers in one group (one worker gets no
 // partition); window 10 s, delay 0, idle timeout 1 s; events on p0 at 1000, 5000, 12000,
 // 25000 ms. [0,10000) (2 records) and [10000,20000) (1 record) are released while the
