@@ -36,7 +36,8 @@
 //   - Polling: consume(0) on the worker loop, never blocking. Under backpressure the
 //     split stops consuming; blocked for pause_after or longer, it pauses its partitions
 //     and keeps calling consume(0) (the member is not evicted by max.poll.interval.ms and
-//     rebalances are served), then resumes exactly the partitions it paused.
+//     rebalances are served), then resumes exactly the partitions it paused; a
+//     partition revoked while paused is resumed as it leaves.
 //   - Start: no split emits a record until every split of the source in this process had
 //     its first assignment, or start_timeout passed; meanwhile they serve the group.
 //   - Event time: the message timestamp (ms, CreateTime or LogAppendTime), or
