@@ -28,8 +28,10 @@
 #include <cstdint>
 #include <limits>
 #include <regex>
+#include <filesystem>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 
 namespace rill_examples {
 
@@ -128,6 +130,26 @@ inline std::chrono::nanoseconds parse_duration(const std::string& text, const st
   if (digits.size() > 18 || (n = std::stoll(digits)) > max_ns / ns_per_unit)
     throw CLI::ValidationError(option, "\"" + text + "\" is out of range: too large (limit 100 years)");
   return std::chrono::nanoseconds{n * ns_per_unit};
+}
+
+/// True when paths `a` and `b` name one file that writing to one of them would damage
+/// for the other: the same regular file, FIFO or socket by (device, inode) ("-" is
+/// standard output), or, for paths that do not exist yet, the same lexically normal
+/// absolute path. A character device (/dev/null, a terminal) is never "the same": rows
+/// and a summary may both go to /dev/null. Empty paths are never the same. stat(2) only:
+/// no file is opened or created.
+///   same_file("flows.jsonl", "./flows.jsonl") -> true;  same_file("/dev/null", "/dev/null") -> false
+inline bool same_file(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  struct stat sa {}, sb {};
+  const bool ea = a == "-" ? ::fstat(1, &sa) == 0 : ::stat(a.c_str(), &sa) == 0;
+  const bool eb = b == "-" ? ::fstat(1, &sb) == 0 : ::stat(b.c_str(), &sb) == 0;
+  if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !S_ISCHR(sa.st_mode);
+  if (ea || eb || a == "-" || b == "-") return false;
+  std::error_code e1, e2;
+  const auto ca = std::filesystem::absolute(a, e1).lexically_normal();
+  const auto cb = std::filesystem::absolute(b, e2).lexically_normal();
+  return !e1 && !e2 && ca == cb;
 }
 
 }  // namespace rill_examples

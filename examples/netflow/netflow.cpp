@@ -285,8 +285,26 @@ struct cli {
                    "(or leave --summary out: the summary goes to stderr)\n";
       return 2;
     }
-    enrich = enrich_opt->count() > 0;
     if (inputs.empty() && interface.empty()) inputs = default_inputs;
+    // An output on an input would truncate the capture before it is read; two outputs on
+    // one file overwrite each other's bytes. Refused before any file is opened.
+    const std::vector<std::pair<const char*, const std::string*>> outs = {
+        {"--output", &output}, {"--summary", &summary_path}, {"--report", &report_path}};
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      for (const auto& in : inputs)
+        if (in != "-" && rill_examples::same_file(*outs[i].second, in)) {  // "-": stdin
+          std::cerr << "netflow: " << outs[i].first << " " << *outs[i].second << " is the input " << in
+                    << ": writing it would destroy the capture\n";
+          return 2;
+        }
+      for (std::size_t j = i + 1; j < outs.size(); ++j)
+        if (rill_examples::same_file(*outs[i].second, *outs[j].second)) {
+          std::cerr << "netflow: " << outs[i].first << " " << *outs[i].second << " and " << outs[j].first << " "
+                    << *outs[j].second << " are the same file: give each its own\n";
+          return 2;
+        }
+    }
+    enrich = enrich_opt->count() > 0;
     if (conversations) window = netflow::whole_capture;
     return std::nullopt;
   }

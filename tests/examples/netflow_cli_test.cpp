@@ -181,6 +181,31 @@ TEST(netflow_cli, summary_dash_is_stdout) {
   expect_usage_error(netflow + " --summary -", {"--summary -", "stdout", "--output FILE"});
 }
 
+// An output on the input is refused before anything is opened (the capture keeps its
+// bytes), and so are two outputs on one file (whatever the spelling), with exit 2 and
+// both names; /dev/null may take both.
+TEST(netflow_cli, an_output_on_the_input_or_on_another_output_is_refused) {
+  fs::create_directories(scratch);
+  const auto capture = scratch / "victim.pcap";
+  ASSERT_EQ(std::system((std::string(PCAPGEN_BINARY) + " --output " + capture.string() +
+                         " --flows 10 --packets-per-flow 2 --quiet")
+                            .c_str()),
+            0);
+  const auto size = fs::file_size(capture);
+  const std::string in = netflow + " --input " + capture.string();
+  expect_usage_error(in + " --output " + capture.string(), {"--output", "is the input", "victim.pcap"});
+  expect_usage_error(in + " --report " + capture.string(), {"--report", "is the input"});
+  EXPECT_EQ(fs::file_size(capture), size);
+  const auto rows = scratch / "same.txt";
+  fs::remove(rows);
+  expect_usage_error(in + " --output " + rows.string() + " --summary " + (scratch / "." / "same.txt").string(),
+                     {"--output", "--summary", "are the same file"});
+  EXPECT_FALSE(fs::exists(rows));
+  const auto r = run(in + " --output /dev/null --summary /dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  fs::remove(capture);
+}
+
 // A reader that closes the pipe early (netflow | head -1): no death by SIGPIPE (141); a
 // write error, exit 1, named. 3,000 flows in one window make ~600 KB of rows, far more
 // than a pipe holds, so the write after head exits fails every time.
