@@ -20,6 +20,13 @@ void expect_usage_error(const std::string& command, std::initializer_list<std::s
   cli_test::expect_usage_error(command, parts, scratch);
 }
 const std::string netflow = NETFLOW_BINARY;
+/// Writes a pcapgen capture of `flows` flows with 2 packets each to `path`; true on success.
+bool make_capture(const fs::path& path, int flows) {
+  fs::create_directories(path.parent_path());
+  return std::system((std::string(PCAPGEN_BINARY) + " --output " + path.string() + " --flows " +
+                      std::to_string(flows) + " --packets-per-flow 2 --quiet")
+                         .c_str()) == 0;
+}
 
 TEST(netflow_cli, huge_and_negative_workers_name_the_option_and_the_range) {
   expect_usage_error(netflow + " --workers 99999999999999999999",
@@ -185,12 +192,8 @@ TEST(netflow_cli, summary_dash_is_stdout) {
 // bytes), and so are two outputs on one file (whatever the spelling), with exit 2 and
 // both names; /dev/null may take both.
 TEST(netflow_cli, an_output_on_the_input_or_on_another_output_is_refused) {
-  fs::create_directories(scratch);
   const auto capture = scratch / "victim.pcap";
-  ASSERT_EQ(std::system((std::string(PCAPGEN_BINARY) + " --output " + capture.string() +
-                         " --flows 10 --packets-per-flow 2 --quiet")
-                            .c_str()),
-            0);
+  ASSERT_TRUE(make_capture(capture, 10));
   const auto size = fs::file_size(capture);
   const std::string in = netflow + " --input " + capture.string();
   expect_usage_error(in + " --output " + capture.string(), {"--output", "is the input", "victim.pcap"});
@@ -210,12 +213,8 @@ TEST(netflow_cli, an_output_on_the_input_or_on_another_output_is_refused) {
 // write error, exit 1, named. 3,000 flows in one window make ~600 KB of rows, far more
 // than a pipe holds, so the write after head exits fails every time.
 TEST(netflow_cli, closed_output_pipe_is_a_write_error_not_sigpipe) {
-  fs::create_directories(scratch);
   const auto capture = scratch / "many_flows.pcap";
-  ASSERT_EQ(std::system((std::string(PCAPGEN_BINARY) + " --output " + capture.string() +
-                         " --flows 3000 --packets-per-flow 2 --quiet")
-                            .c_str()),
-            0);
+  ASSERT_TRUE(make_capture(capture, 3000));
   const auto r =
       run(netflow + " --input " + capture.string() + " | head -1; exit ${PIPESTATUS[0]}");
   EXPECT_EQ(r.exit_code, 1) << r.err;
