@@ -1,5 +1,6 @@
 // cli_checks.hpp — CLI11 checks for the example programs' numeric options and Kafka topic
-// names, and the duration parser of their duration options, with messages that name the value and the accepted range (CLI11 prefixes the
+// names, the duration parser of their duration options, and same_file() for outputs that
+// would overwrite an input or each other, with messages that name the value and the accepted range (CLI11 prefixes the
 // option name; the programs turn a CLI11 parse error into exit status 2).
 //
 //   app.add_option("--workers", workers, "worker threads")
