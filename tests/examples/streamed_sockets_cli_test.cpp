@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <iostream>
+
 #include "cli_test_util.hpp"
 
 namespace {
@@ -50,10 +52,17 @@ TEST(streamed_sockets_cli, script_rejects_huge_numbers_without_shell_errors) {
 // terminator inputs with consecutive indexes (stamped in place by the indexer), every real
 // request is answered, and the indexer's and forwarder's segment files (written with
 // write(2) on each relay's loop) are equal by MD5 and hold every byte.
+// The ports sit below Linux's ephemeral range (32768-60999), where another test's outgoing
+// connection could hold one; a port another process listens on is retried with new ports.
 TEST(streamed_sockets_cli, five_roles_deliver_everything_and_the_disk_copies_match) {
-  const int base = 20000 + static_cast<int>(::getpid() % 7000) * 6;
-  const auto r = run(sockets_script + " --bin " + sockets + " --bytes 8388608 --base-port " +
-                     std::to_string(base) + " --work " + (scratch / "five_roles").string());
+  cli_test::outcome r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int base = 20000 + static_cast<int>((::getpid() + attempt * 701) % 2000) * 6;
+    r = run(sockets_script + " --bin " + sockets + " --bytes 8388608 --base-port " +
+            std::to_string(base) + " --work " + (scratch / "five_roles").string());
+    if (r.exit_code == 0 || !has(r.out + r.err, "Address already in use")) break;
+    std::cerr << "a port from " << base << " is taken; trying other ports\n";
+  }
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(has(r.out, "md5: MATCH")) << r.out;
   EXPECT_TRUE(has(r.out, "terminator: 262144 records")) << r.out;
