@@ -211,8 +211,9 @@ inline constexpr detail::decode_fn decode{};
 
 }  // namespace rill
 
-/// Hash of every field of the key, not the padding (absl::Hash over the fields: word at a
-/// time; stable within one process run only, never persisted or sent).
+/// Hash of every field of the key, not the padding: absl::HashOf over five 8-byte words,
+/// the two addresses and one of proto, ip_version and both ports with their presence.
+/// Stable within one process run only, never persisted or sent. noexcept.
 template <>
 struct std::hash<rill::flow_key> {
   std::size_t operator()(const rill::flow_key& k) const noexcept;
