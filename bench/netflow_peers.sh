@@ -22,7 +22,11 @@
 # median, packets/s relative to tcpdump's, median CPU; then netflow's 2-worker/1-worker
 # speed-up of the medians. Progress and failures go to stderr.
 #
-#   bench/netflow_peers.sh            # env: DATA ROUNDS NETFLOW PCAPGEN FLOWS PER_FLOW BUILD
+# PEERS (a space-separated subset of the names above, default all) picks the peers: issue
+# 10's two netflow speed goals need only tcpdump, netflow/1 and netflow/2.
+#
+#   bench/netflow_peers.sh            # env: DATA ROUNDS NETFLOW PCAPGEN FLOWS PER_FLOW BUILD PEERS
+#   PEERS="tcpdump netflow/1 netflow/2" ROUNDS=15 bench/netflow_peers.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 data=${DATA:-/tmp/rill-bench}
@@ -35,6 +39,12 @@ per_flow=${PER_FLOW:-40}
 packets=$((flows * per_flow))
 
 die() { echo "netflow_peers: $*" >&2; exit 1; }
+all_peers="tcpdump nfpcapd argus netflow/1 netflow/2 netflow/two-phase netflow/ipfix"
+read -ra peers <<<"${PEERS:-$all_peers}"
+[ ${#peers[@]} -gt 0 ] || die "PEERS is empty"
+for p in "${peers[@]}"; do
+  [[ " $all_peers " == *" $p "* ]] || die "PEERS: unknown peer '$p' (known: $all_peers)"
+done
 for tool in tcpdump nfpcapd argus racount nfcapd nfdump python3; do
   command -v "$tool" >/dev/null || die "$tool missing (scripts/setup installs it)"
 done
@@ -54,7 +64,6 @@ results=$work/results  # one line per verified run: peer wall user sys
 echo "netflow_peers: $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
      "$capture ($packets packets), $rounds rounds, netflow $netflow" >&2
 
-peers=(tcpdump nfpcapd argus netflow/1 netflow/2 netflow/two-phase netflow/ipfix)
 out=$work/out  # the peer's output (directory or file), removed around every run
 log=$work/log
 # Runs peer $1 once under `time`; prints "wall user sys" (seconds) on success.
@@ -116,9 +125,10 @@ for r in $(seq "$rounds"); do
   echo "netflow_peers: $line" >&2
 done
 
-python3 - "$results" "$packets" "$rounds" "$capture" <<'EOF'
+python3 - "$results" "$packets" "$rounds" "$capture" "${peers[@]}" <<'EOF'
 import statistics, sys
 path, n, rounds, capture = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+chosen = set(sys.argv[5:])
 runs = {}
 for line in open(path):
     peer, wall, user, sys_ = line.split()
@@ -132,7 +142,7 @@ med = {p: statistics.median(w for w, _ in rs) for p, rs in runs.items()}
 print(f"{n:,} packets ({capture.rsplit('/', 1)[-1]}), {rounds} rounds interleaved, order rotating\n")
 print("| peer | runs ok | median wall s | best wall s | packets/s (median) | vs tcpdump | median CPU s |")
 print("|---|---:|---:|---:|---:|---:|---:|")
-for p in ["tcpdump", "nfpcapd", "argus", "netflow/1", "netflow/2", "netflow/two-phase", "netflow/ipfix"]:
+for p in [p for p in label if p in chosen]:
     rs = runs.get(p, [])
     if not rs:
         print(f"| {label[p]} | 0/{rounds} | | | | | |"); continue
