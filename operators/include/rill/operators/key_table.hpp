@@ -108,9 +108,9 @@ class key_table {
     std::memset(tags_.get(), 0, mask_ + 1 + 7);
     size_ = 0;
   }
-  /// Hints that `hash` will be looked up soon: fetches its home slot into the cache, both
-  /// cache lines of a slot over 64 bytes (a 96-byte slot always spans two: the key in one,
-  /// most of the value in the other), with no effect on the table's contents; nothing
+  /// Hints that `hash` will be looked up soon: fetches its home slot into the cache: its
+  /// first and last cache lines, so every line of a slot up to 128 bytes (a 96-byte slot
+  /// always spans two: the key in one, most of the value in the other), with no effect on the table's contents; nothing
   /// when it has no slots. The tags are not fetched: at one byte a slot they stay in L2
   /// when the slots do not. O(1).
   void prefetch(std::size_t hash) const noexcept {
