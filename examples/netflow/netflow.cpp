@@ -94,9 +94,13 @@ std::string service_key(const flow_row& r) {
          std::string(rill::to_string(r.key.proto));
 }
 
+/// Rows of one window by conversation key. The sink sorts a window's rows by the keys'
+/// order_words (rill::keyed_order), which order them as `<` does.
 struct by_key {
   bool operator()(const flow_row& a, const flow_row& b) const { return a.key < b.key; }
+  std::array<std::uint64_t, 5> sort_key(const flow_row& r) const noexcept { return r.key.order_words(); }
 };
+static_assert(rill::keyed_order<by_key, flow_row>);
 
 /// A conversation's packets and bytes over every window (the summary's top talkers).
 struct conversation_totals {

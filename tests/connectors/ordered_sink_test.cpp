@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +37,17 @@ struct by_origin {
     return std::tie(a.worker, a.seq) < std::tie(b.worker, b.seq);
   }
 };
+// The same order with a sort key (rill::keyed_order): the sink sorts (key, record) pairs.
+// Counts sort_key's calls (atomic: workers seal at once).
+struct by_origin_keyed : by_origin {
+  std::atomic<std::size_t>* keys;
+  std::uint64_t sort_key(const item& v) const {
+    keys->fetch_add(1, std::memory_order_relaxed);
+    return std::uint64_t{v.worker} << 32 | v.seq;
+  }
+};
+static_assert(rill::keyed_order<by_origin_keyed, item>);
+static_assert(!rill::keyed_order<by_origin, item>);
 struct written {
   rill::event_time t;
   item v;
@@ -99,15 +111,21 @@ TEST(ordered_sink, writes_once_every_frontier_passed_in_time_then_key_order) {
 // record comes out once, in (time, by_origin) order. `options`: how the sink writes;
 // `formatting`: append_text (each record formatted once, by the worker that wrote it,
 // and written with its own bytes) instead of append.
+// `Less`: by_origin, or by_origin_keyed (then every record's key is taken exactly once,
+// when its run is sorted).
+template <class Less = by_origin>
 void concurrent_writers_lose_nothing_and_keep_the_order(rill::ordered_sink_options options,
                                                          bool formatting = false) {
   constexpr std::uint32_t workers = 4, steps = 20'000;
   std::vector<written> out;
   std::vector<std::string> bytes;
   std::vector<std::size_t> formatted(workers, 0);
-  sink plain{workers, by_origin{}, append{&out}, options};
-  rill::ordered_sink<item, by_origin, append_text> text{
-      workers, by_origin{}, append_text{&out, &bytes, &formatted}, options};
+  std::atomic<std::size_t> keys{0};
+  Less less{};
+  if constexpr (rill::keyed_order<Less, item>) less.keys = &keys;
+  rill::ordered_sink<item, Less, append> plain{workers, less, append{&out}, options};
+  rill::ordered_sink<item, Less, append_text> text{
+      workers, less, append_text{&out, &bytes, &formatted}, options};
   auto write = [&](std::uint32_t w, rill::record<item>&& r) {
     if (formatting) text.write(w, std::move(r));
     else plain.write(w, std::move(r));
@@ -148,6 +166,9 @@ void concurrent_writers_lose_nothing_and_keep_the_order(rill::ordered_sink_optio
     ASSERT_FALSE(seen[o.v.worker][o.v.seq]) << "written twice";
     seen[o.v.worker][o.v.seq] = true;
   }
+  if constexpr (rill::keyed_order<Less, item>) {
+    EXPECT_EQ(keys.load(), total);
+  }
   if (!formatting) return;
   ASSERT_EQ(bytes.size(), out.size());
   for (std::size_t i = 0; i < out.size(); ++i)
@@ -175,6 +196,16 @@ TEST(ordered_sink, sorted_on_workers_loses_nothing_and_keeps_the_order) {
       {.writer_thread = true, .max_queued = 16, .sort_on_workers = true});
   concurrent_writers_lose_nothing_and_keep_the_order(
       {.writer_thread = true, .sort_on_workers = true});
+}
+
+// A Less with a sort key: the same order, each record's key taken once, wherever runs are
+// sorted.
+TEST(ordered_sink, a_sort_key_gives_the_same_order) {
+  concurrent_writers_lose_nothing_and_keep_the_order<by_origin_keyed>({});
+  concurrent_writers_lose_nothing_and_keep_the_order<by_origin_keyed>({.writer_thread = true});
+  concurrent_writers_lose_nothing_and_keep_the_order<by_origin_keyed>({.sort_on_workers = true});
+  concurrent_writers_lose_nothing_and_keep_the_order<by_origin_keyed>(
+      {.writer_thread = true, .max_queued = 16, .sort_on_workers = true}, true);
 }
 
 // A formatting Write gets each record's own bytes, formatted once, whoever formats them.

@@ -6,9 +6,11 @@
 
 #include <arpa/inet.h>
 
+#include <compare>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <unordered_set>
 
 #include "frames.hpp"
@@ -501,6 +503,57 @@ TEST(flow_key, make_and_equality_match_the_byte_order_definition) {
   }
   EXPECT_GT(swapped, 1000u);
   EXPECT_GT(equal_pairs, 100u);
+}
+
+// order_words orders keys as operator<=> does, and both as the definition: the fields
+// compared in turn (proto, ip_version, address bytes, then ports with an empty port
+// first), written with std::tie. Random keys that share prefixes of every length, every
+// protocol and version, ports present, empty, 0 and 65535.
+TEST(flow_key, order_words_order_keys_as_the_fields_do) {
+  std::mt19937_64 rng(11);
+  auto addr = [&](const std::array<std::uint8_t, 16>& like) {
+    std::array<std::uint8_t, 16> a = like;
+    for (std::size_t i = rng() % 17; i < 16; ++i) a[i] = std::uint8_t(rng() % 2 ? like[i] : rng());
+    return a;
+  };
+  auto port = [&]() -> std::optional<std::uint16_t> {
+    switch (rng() % 5) {
+      case 0: return std::nullopt;
+      case 1: return 0;
+      case 2: return 65535;
+      default: return std::uint16_t(rng() % 4);
+    }
+  };
+  std::array<std::uint8_t, 16> base{};
+  for (auto& b : base) b = std::uint8_t(rng());
+  auto key = [&](const rill::flow_key& like) {
+    rill::flow_key k = like;
+    if (rng() % 4 == 0) k.proto = ip_proto(rng() % 6);
+    if (rng() % 4 == 0) k.ip_version = std::uint8_t(rng() % 2 ? 4 : 6);
+    k.a_addr = addr(like.a_addr);
+    k.b_addr = rng() % 3 ? like.b_addr : addr(like.b_addr);
+    if (rng() % 2) k.a_port = port();
+    if (rng() % 2) k.b_port = port();
+    return k;
+  };
+  rill::flow_key prev{};
+  prev.a_addr = prev.b_addr = base;
+  std::size_t less = 0, equal = 0, greater = 0;
+  for (int i = 0; i < 50000; ++i) {
+    const rill::flow_key x = key(prev), y = rng() % 10 == 0 ? x : key(x);
+    auto fields = [](const rill::flow_key& k) {
+      return std::tie(k.proto, k.ip_version, k.a_addr, k.b_addr, k.a_port, k.b_port);
+    };
+    const auto want = fields(x) <=> fields(y);
+    ASSERT_EQ(x <=> y, want) << x.to_string() << " vs " << y.to_string();
+    const auto wx = x.order_words(), wy = y.order_words();
+    ASSERT_EQ(wx <=> wy, want) << x.to_string() << " vs " << y.to_string();
+    less += want < 0, equal += want == 0, greater += want > 0;
+    prev = y;
+  }
+  EXPECT_GT(less, 10000u);
+  EXPECT_GT(greater, 10000u);
+  EXPECT_GT(equal, 3000u);
 }
 
 }  // namespace
