@@ -46,6 +46,7 @@
 
 #include <boost/container_hash/hash.hpp>
 
+#include <bit>
 #include <concepts>
 #include <memory>
 #include <ranges>
@@ -272,16 +273,20 @@ struct key_by_stage final : stage_in<T, P> {
   Hash hasher;
   std::shared_ptr<exchange<keyed<T>, P>> ex;
   std::size_t from, workers, offset = 0;  // offset: first consumer-side input of ours
+  // workers - 1 when workers is a power of two: hash % workers is then hash & mask (a
+  // 64-bit division takes tens of cycles, on every record's path).
+  std::size_t mask;
+  bool pow2;
   std::vector<event_time> frontier;
   key_by_stage(KeyFn k, Hash h, std::shared_ptr<exchange<keyed<T>, P>> e, std::size_t w, std::size_t n,
                std::size_t inputs)
-      : key(std::move(k)), hasher(std::move(h)), ex(std::move(e)), from(w), workers(n),
-        frontier(inputs, event_time_min) {}
+      : key(std::move(k)), hasher(std::move(h)), ex(std::move(e)), from(w), workers(n), mask(n - 1),
+        pow2(std::has_single_bit(n)), frontier(inputs, event_time_min) {}
 
   void on_record(std::size_t in, record<T, P>&& r) override {
     const std::size_t h = mix_hash(hasher(key(static_cast<const T&>(r.value))));
     if (advances_progress(r) && r.time > frontier[in]) frontier[in] = r.time;
-    ex->push(from, h % workers,
+    ex->push(from, pow2 ? h & mask : h % workers,
              item{item::kind::record, std::uint32_t(offset + in), frontier[in],
                   rebind(std::move(r), keyed<T>{std::move(r.value), h})});
   }
