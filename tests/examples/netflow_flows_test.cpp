@@ -297,4 +297,17 @@ TEST(netflow_filter, bad_expression_exits_2_with_libpcaps_message) {
   EXPECT_TRUE(cli_test::has(r.err, "--filter")) << r.err;
 }
 
+// A filter libpcap's optimizer proves empty: refused as tcpdump refuses it (exit 2,
+// libpcap's "expression rejects all packets", optimize.c), not run as a filter that
+// matches nothing.
+TEST(netflow_filter, a_filter_that_rejects_every_packet_exits_2_as_tcpdump) {
+  const auto capture = shared_pcaps / "dns_icmp.pcap";
+  if (!fs::exists(capture)) GTEST_SKIP() << "shared corpus not found at " << shared_pcaps;
+  auto r = run_netflow("--input " + capture.string() + " --filter \"udp and not udp\"");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_TRUE(cli_test::has(r.err, "udp and not udp")) << r.err;
+  EXPECT_TRUE(cli_test::has(r.err, "expression rejects all packets")) << r.err;
+}
+
 }  // namespace
