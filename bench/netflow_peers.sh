@@ -23,10 +23,13 @@
 # speed-up of the medians. Progress and failures go to stderr.
 #
 # PEERS (a space-separated subset of the names above, default all) picks the peers: issue
-# 10's two netflow speed goals need only tcpdump, netflow/1 and netflow/2.
+# 10's two netflow speed goals need only tcpdump, netflow/1 and netflow/2. BASE (a second
+# netflow binary, e.g. main's before a change) adds the peers base/1 and base/2, asked for
+# by name in PEERS: an A/B in the same rounds, with the new/base ratio of the medians.
 #
-#   bench/netflow_peers.sh            # env: DATA ROUNDS NETFLOW PCAPGEN FLOWS PER_FLOW BUILD PEERS
+#   bench/netflow_peers.sh            # env: DATA ROUNDS NETFLOW PCAPGEN FLOWS PER_FLOW BUILD PEERS BASE
 #   PEERS="tcpdump netflow/1 netflow/2" ROUNDS=15 bench/netflow_peers.sh
+#   BASE=/tmp/nf-base PEERS="tcpdump netflow/1 netflow/2 base/1 base/2" ROUNDS=15 bench/netflow_peers.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 data=${DATA:-/tmp/rill-bench}
@@ -40,10 +43,15 @@ packets=$((flows * per_flow))
 
 die() { echo "netflow_peers: $*" >&2; exit 1; }
 all_peers="tcpdump nfpcapd argus netflow/1 netflow/2 netflow/two-phase netflow/ipfix"
+base=${BASE:-}
 read -ra peers <<<"${PEERS:-$all_peers}"
 [ ${#peers[@]} -gt 0 ] || die "PEERS is empty"
 for p in "${peers[@]}"; do
-  [[ " $all_peers " == *" $p "* ]] || die "PEERS: unknown peer '$p' (known: $all_peers)"
+  case $p in
+    base/1 | base/2) [ -n "$base" ] || die "PEERS: $p needs BASE (a second netflow binary)"
+                     [ -x "$base" ] || die "BASE: $base is not an executable" ;;
+    *) [[ " $all_peers " == *" $p "* ]] || die "PEERS: unknown peer '$p' (known: $all_peers base/1 base/2)" ;;
+  esac
 done
 for tool in tcpdump nfpcapd argus racount nfcapd nfdump python3; do
   command -v "$tool" >/dev/null || die "$tool missing (scripts/setup installs it)"
@@ -88,13 +96,15 @@ run_peer() {
                            --summary "$work/summary.json" >"$log" 2>&1 || rc=$?; } 2>"$t" ;;
     netflow/*) { time "$netflow" --input "$capture" --output /dev/null --workers "${1#netflow/}" \
                    --summary "$work/summary.json" >"$log" 2>&1 || rc=$?; } 2>"$t" ;;
+    base/*) { time "$base" --input "$capture" --output /dev/null --workers "${1#base/}" \
+                --summary "$work/summary.json" >"$log" 2>&1 || rc=$?; } 2>"$t" ;;
   esac
   local seen=""
   case $1 in
     tcpdump) seen=$packets ;;  # tcpdump reports no count; its exit status is the check
     nfpcapd) seen=$(sed -n 's/^Total: Processed: \([0-9]*\),.*/\1/p' "$log") ;;
     argus) [ -s "$out" ] && seen=$(racount -r "$out" 2>/dev/null | awk '$1 == "sum" {print $3}') ;;
-    netflow/*) seen=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['packets'])" \
+    netflow/* | base/*) seen=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['packets'])" \
                         "$work/summary.json" 2>/dev/null || true) ;;
   esac
   if [ "$1" = netflow/ipfix ] && [ "$seen" = "$packets" ]; then
@@ -137,7 +147,8 @@ label = {"tcpdump": "tcpdump -n -r F -w /dev/null", "nfpcapd": "nfpcapd -r F -w 
          "argus": "argus -r F -w FILE",
          "netflow/1": "netflow --workers 1", "netflow/2": "netflow --workers 2",
          "netflow/two-phase": "netflow --workers 2 --two-phase",
-         "netflow/ipfix": "netflow --workers 2 --ipfix 127.0.0.1:P (nfcapd)"}
+         "netflow/ipfix": "netflow --workers 2 --ipfix 127.0.0.1:P (nfcapd)",
+         "base/1": "BASE --workers 1", "base/2": "BASE --workers 2"}
 med = {p: statistics.median(w for w, _ in rs) for p, rs in runs.items()}
 print(f"{n:,} packets ({capture.rsplit('/', 1)[-1]}), {rounds} rounds interleaved, order rotating\n")
 print("| peer | runs ok | median wall s | best wall s | packets/s (median) | vs tcpdump | median CPU s |")
@@ -153,6 +164,11 @@ for p in [p for p in label if p in chosen]:
           f"{rate:,.0f} | {rel} | {cpu:.3f} |")
 if "netflow/1" in med and "netflow/2" in med:
     print(f"\nnetflow 2 workers vs 1: {med['netflow/1'] / med['netflow/2']:.2f}x (median wall times)")
+if "base/1" in med and "base/2" in med:
+    print(f"BASE 2 workers vs 1: {med['base/1'] / med['base/2']:.2f}x (median wall times)")
+for w in ("1", "2"):
+    if f"netflow/{w}" in med and f"base/{w}" in med:
+        print(f"netflow / BASE, {w} worker{'s' if w == '2' else ''}: {med[f'netflow/{w}'] / med[f'base/{w}']:.3f} (median wall times)")
 if "netflow/1" in med and "netflow/two-phase" in med:
     print(f"netflow 2 workers --two-phase vs 1: {med['netflow/1'] / med['netflow/two-phase']:.2f}x")
 EOF
