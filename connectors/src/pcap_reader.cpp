@@ -4,6 +4,7 @@
 #include "rill/connectors/pcap_filter.hpp"
 
 #include <pcap/pcap.h>
+#include <poll.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -60,6 +61,21 @@ std::error_code make_error_code(pcap_errc e) noexcept {
   return {static_cast<int>(e), pcap_category()};
 }
 
+namespace {
+// Whether reading `f` (a pipe) would find bytes now: some in the FILE's buffer (glibc's
+// FILE keeps them between _IO_read_ptr and _IO_read_end, the fields gnulib's
+// freadahead reads), or the pipe readable, hung up or in error (poll(2): fread then
+// returns at once). A pipe with nothing written yet answers false, so that next() returns
+// `again` instead of blocking in fread, where a stop request could not reach the reader
+// until the writer wrote or closed. A record written in part still blocks until its
+// last byte comes.
+bool readable_now(std::FILE* f) noexcept {
+  if (f->_IO_read_ptr < f->_IO_read_end) return true;
+  pollfd p{::fileno(f), POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+}  // namespace
+
 struct pcap_reader::handle {
   pcap_t* p = nullptr;
   bool nano = true;  // timestamps' fractional part is ns (else µs)
@@ -71,6 +87,7 @@ struct pcap_reader::handle {
   // the rest in the file), so a record of exactly `snapshot` bytes asks the FILE* instead.
   std::uint32_t snapshot = 0;
   std::optional<pcap_filter> filter;  // files: run on every record in next()
+  bool pipe = false;  // a FIFO or pipe, not a regular file: next() may have to wait for it
   ~handle() {
     if (p != nullptr) ::pcap_close(p);  // also closes the FILE* of offline captures
   }
@@ -108,6 +125,7 @@ pcap_reader pcap_reader::open(const std::string& path) {
                      path + " is not a pcap or pcapng capture: " + errbuf);
   }
   h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
+  h->pipe = !S_ISREG(st.st_mode);
   h->next_offset = std::ftell(f);
   h->classic = h->next_offset == 24 && ::pcap_major_version(h->p) == 2;
   h->snapshot = static_cast<std::uint32_t>(::pcap_snapshot(h->p));
@@ -193,7 +211,9 @@ bool pcap_reader::seek(std::int64_t offset) noexcept {
 }
 
 int pcap_reader::selectable_fd() const noexcept {
-  return (h_ && live_) ? ::pcap_get_selectable_fd(h_->p) : -1;
+  if (!h_) return -1;
+  if (live_) return ::pcap_get_selectable_fd(h_->p);
+  return h_->pipe ? ::fileno(::pcap_file(h_->p)) : -1;
 }
 
 read_status pcap_reader::fail(pcap_errc code, std::string message) noexcept {
@@ -216,6 +236,7 @@ read_status pcap_reader::next(pcap_record& out) noexcept {
 
 read_status pcap_reader::next_unfiltered(pcap_record& out) noexcept {
   if (done_ || !h_) return last_error_ ? read_status::error : read_status::end_of_file;
+  if (h_->pipe && !readable_now(::pcap_file(h_->p))) return read_status::again;
   std::int64_t offset = -1;
   if (!live_) offset = h_->classic ? h_->next_offset : std::ftell(::pcap_file(h_->p));
   pcap_pkthdr* hdr = nullptr;

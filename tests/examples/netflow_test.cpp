@@ -183,7 +183,7 @@ TEST(netflow, two_phase_output_is_byte_identical_to_one_phase) {
 // exit status is 0. Every packet read is in the output (summary packets == sum of rows).
 // The capture comes through a FIFO whose writer holds it open after the last packet, so
 // the input has not ended when SIGTERM arrives, however fast the run; the writer is
-// killed 0.5 s after SIGTERM (the split's reader waits in read() on the FIFO until then).
+// killed 0.5 s after SIGTERM.
 TEST(netflow, sigterm_drains_and_flushes_everything_read) {
   fs::create_directories(scratch);
   const auto big = scratch / "sigterm.pcap", fifo = scratch / "sigterm.fifo";
@@ -215,6 +215,41 @@ TEST(netflow, sigterm_drains_and_flushes_everything_read) {
   for (std::string line; std::getline(lines, line);) written += json::parse(line)["packets"].get<std::uint64_t>();
   EXPECT_EQ(written + summary["late"].get<std::uint64_t>(), read);
   fs::remove(big);
+}
+
+// SIGINT while the FIFO's writer holds it open with nothing more to write: the reader
+// does not wait in read() for bytes that never come (pcap_reader returns `again` on an
+// empty pipe), so netflow drains, writes every packet it read and exits 0 within 10 s,
+// while the writer still holds the FIFO (it is killed only after netflow ended).
+TEST(netflow, sigint_stops_a_fifo_input_whose_writer_is_silent) {
+  fs::create_directories(scratch);
+  const auto small = scratch / "sigint.pcap", fifo = scratch / "sigint.fifo";
+  const std::string gen = std::string(PCAPGEN_BINARY) + " --output " + small.string() +
+                          " --flows 20 --packets-per-flow 50 --jitter 1ms --quiet";
+  ASSERT_EQ(std::system(gen.c_str()), 0);
+  fs::remove(fifo);
+  const auto out = scratch / "sigint.jsonl", sum = scratch / "sigint.summary.json";
+  // Exit status: netflow's, or 124 when it was still running 10 s after SIGINT.
+  const std::string cmd = "mkfifo " + fifo.string() + "; ( cat " + small.string() + "; exec sleep 60 ) > " +
+                          fifo.string() + " 2>/dev/null & w=$!; " + std::string(NETFLOW_BINARY) +
+                          " --input " + fifo.string() + " --workers 2 --window 1s --output " + out.string() +
+                          " --summary " + sum.string() +
+                          " 2>/dev/null & pid=$!; for i in $(seq 1000); do"
+                          " [ $(ls /proc/$pid/task 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.01; done;"
+                          " sleep 1; kill -INT $pid; rc=124; for i in $(seq 100); do"
+                          " kill -0 $pid 2>/dev/null || { wait $pid; rc=$?; break; }; sleep 0.1; done;"
+                          " kill $w $pid 2>/dev/null; wait $w 2>/dev/null; exit $rc";
+  const int status = std::system(("bash -c '" + cmd + "'").c_str());
+  fs::remove(fifo);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "124: still running 10 s after SIGINT";
+  const json summary = json::parse(slurp(sum));
+  EXPECT_EQ(summary["packets"].get<std::uint64_t>(), 1'000u);  // all written before the signal
+  std::uint64_t written = 0;
+  std::istringstream lines(slurp(out));
+  for (std::string line; std::getline(lines, line);) written += json::parse(line)["packets"].get<std::uint64_t>();
+  EXPECT_EQ(written, 1'000u);
+  fs::remove(small);
 }
 
 // Oversubscription: rill::max_workers (1024) workers on a 2-core machine read

@@ -84,7 +84,7 @@ struct pcap_record {
 enum class read_status {
   ok,           ///< a record/packet was returned
   end_of_file,  ///< clean end of the file (every record returned); stays so
-  again,        ///< live, non-blocking: nothing now; wait on selectable_fd() and call again
+  again,        ///< live, or a FIFO/pipe with nothing written yet: nothing now; wait on selectable_fd() (or a timer) and call again
   error,        ///< see last_error() / error_message(); the reader stays in error
 };
 
@@ -127,7 +127,8 @@ class pcap_reader {
   /// 2262-04-11T23:47:16.854775807Z (pcapng's 64-bit timestamps reach that far; classic
   /// pcap's end in 2106) is a read_failed error naming the file, the record's byte offset
   /// and its timestamp: it has no event time, and a saturated one would misplace it in
-  /// every window. Owning thread only.
+  /// every window. A FIFO or pipe with nothing written yet returns `again` (a record
+  /// written in part still blocks until its last byte comes). Owning thread only.
   read_status next(pcap_record& out) noexcept;
 
   /// Next record, decoded (rill::decode). Counts truncated/malformed packets. Same
@@ -157,8 +158,8 @@ class pcap_reader {
   bool seek(std::int64_t offset) noexcept;
   /// File path, or interface name for live readers.
   const std::string& name() const noexcept { return name_; }
-  /// For live readers: a descriptor that becomes readable when packets arrive; -1 for
-  /// files (they are always ready).
+  /// For live readers and FIFO/pipe inputs: a descriptor that becomes readable when
+  /// packets arrive; -1 for regular files (they are always ready).
   int selectable_fd() const noexcept;
 
   /// After read_status::error: the error and its message, e.g.
