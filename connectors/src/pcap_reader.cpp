@@ -127,6 +127,9 @@ pcap_reader pcap_reader::open(const std::string& path) {
   h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
   h->pipe = !S_ISREG(st.st_mode);
   h->next_offset = std::ftell(f);
+  // A pipe has no position (ftell fails): a classic file's header is 24 bytes, and every
+  // offset after it follows from the records' lengths.
+  if (h->pipe && h->next_offset < 0 && ::pcap_major_version(h->p) == 2) h->next_offset = 24;
   h->classic = h->next_offset == 24 && ::pcap_major_version(h->p) == 2;
   h->snapshot = static_cast<std::uint32_t>(::pcap_snapshot(h->p));
   const int dlt = ::pcap_datalink(h->p);
@@ -266,8 +269,12 @@ read_status pcap_reader::next_unfiltered(pcap_record& out) noexcept {
     out.wire_len = hdr->len;
     out.file_offset = offset;
     if (h_->classic) {
-      h_->next_offset = hdr->caplen < h_->snapshot ? h_->next_offset + 16 + std::int64_t{hdr->caplen}
-                                                   : std::int64_t{::ftello(::pcap_file(h_->p))};
+      // At the snapshot length the record may have been longer (libpcap skipped the rest):
+      // ask the FILE*; a pipe cannot say, so its offsets are unknown (-1) from there on.
+      if (hdr->caplen < h_->snapshot && h_->next_offset >= 0)
+        h_->next_offset += 16 + std::int64_t{hdr->caplen};
+      else
+        h_->next_offset = h_->pipe ? -1 : std::int64_t{::ftello(::pcap_file(h_->p))};
     }
     out.data = {reinterpret_cast<const std::byte*>(bytes), hdr->caplen};
     ++counters_.records;

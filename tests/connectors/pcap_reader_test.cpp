@@ -10,8 +10,11 @@
 
 #include "captures.hpp"
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +22,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "frames.hpp"
@@ -451,6 +455,49 @@ TEST_F(pcap_files, file_cut_off_mid_record_names_file_and_offset) {
     rill::packet p;
     EXPECT_EQ(r.next(p), read_status::error);  // stays in error, no crash
   }
+}
+
+// The same cut file through a FIFO: the writer writes the header and the first record,
+// pauses (next() returns `again`, it does not wait in read()), then writes the rest and
+// closes. Records carry the file's offsets and the error names the cut record's offset,
+// as from the regular file (a pipe has no position: the reader counts lengths).
+TEST_F(pcap_files, fifo_input_returns_again_when_empty_and_names_offsets) {
+  const std::vector<record> recs = {rec(1, udp_frame(1, 2)), rec(2, udp_frame(3, 4)),
+                                    rec(3, udp_frame(5, 6))};
+  const std::string full = pcap_bytes(1, recs);
+  const std::size_t second = 24 + 16 + 46, third = second + 16 + 46;
+  const std::string cut = full.substr(0, third + 16 + 20);
+  const auto fifo = dir_ / "in.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::atomic<bool> paused{false}, resume{false};
+  std::thread writer([&] {
+    std::ofstream w(fifo, std::ios::binary);  // blocks until the reader opens
+    w.write(cut.data(), std::streamsize(second)).flush();
+    paused = true;
+    while (!resume) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    w.write(cut.data() + second, std::streamsize(cut.size() - second)).flush();
+  });
+  auto r = rill::pcap_reader::open(fifo.string());
+  EXPECT_GE(r.selectable_fd(), 0);
+  rill::pcap_record rec;
+  ASSERT_EQ(r.next(rec), read_status::ok);
+  EXPECT_EQ(rec.file_offset, 24);
+  while (!paused) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  EXPECT_EQ(r.next(rec), read_status::again);  // nothing written: no wait in read()
+  EXPECT_EQ(r.next(rec), read_status::again);
+  resume = true;
+  read_status st;
+  while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  ASSERT_EQ(st, read_status::ok);
+  EXPECT_EQ(rec.file_offset, std::int64_t(second));
+  while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  writer.join();
+  EXPECT_EQ(st, read_status::error);
+  EXPECT_EQ(r.last_error(), pcap_errc::truncated_record);
+  EXPECT_NE(r.error_message().find(fifo.string() + ": record at byte offset " + std::to_string(third)),
+            std::string::npos)
+      << r.error_message();
+  EXPECT_EQ(r.counters().records, 2u);
 }
 
 TEST_F(pcap_files, open_errors_name_the_file) {
