@@ -500,6 +500,23 @@ TEST_F(pcap_files, fifo_input_returns_again_when_empty_and_names_offsets) {
   EXPECT_EQ(r.counters().records, 2u);
 }
 
+// A classic record stamped after 2038-01-19 (seconds above 2^31, which libpcap hands over
+// sign-extended) reads as its unsigned seconds through a FIFO too, as from a file.
+TEST_F(pcap_files, fifo_input_reads_timestamps_after_2038) {
+  const std::int64_t t = ((std::int64_t{1} << 31) + 5) * 1'000'000'000;
+  const std::string bytes_of = pcap_bytes(1, {rec(t, udp_frame(1, 2))});
+  const auto fifo = dir_ / "y2038.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary).write(bytes_of.data(), std::streamsize(bytes_of.size())); });
+  auto r = rill::pcap_reader::open(fifo.string());
+  rill::pcap_record rec;
+  read_status st;
+  while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  writer.join();
+  ASSERT_EQ(st, read_status::ok) << r.error_message();
+  EXPECT_EQ(rec.time.time_since_epoch().count(), t);
+}
+
 TEST_F(pcap_files, open_errors_name_the_file) {
   const auto missing = dir_ / "no-such.pcap";
   expect_pcap_error([&] { (void)rill::pcap_reader::open(missing.string()); },
