@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # The five-role streamed-sockets latency test on loopback.
 #   scripts/streamed_sockets.sh [--bytes N] [--rate GB/s] [--tick us] [--real-rate N/s] [--no-disk]
-#                               [--nagle] [--bin PATH] [--work DIR] [--base-port P]
+#                               [--nagle] [--reactor-reads] [--bin PATH] [--work DIR]
+#                               [--base-port P]
 # Starts terminator, processor, forwarder, indexer and generator in reverse order of the
 # data flow, each once the ones it connects to listen (any order works, sinks retry until
 # their peer listens, but a retry waits a backoff of 10 ms or more).
 # Prints the generator's latency line and the terminator's GB/s, then checks that the
 # indexer's and forwarder's segment files have the same MD5 (unless --no-disk).
-# Default: 1 GiB as fast as possible, 1000 real requests/s, disk on.
+# Default: 1 GiB as fast as possible, 1000 real requests/s, disk on. --reactor-reads: the
+# receiving roles read through Asio's reactor instead of blocking reads (streamed_sockets
+# --reactor-reads).
 # Exit status: 0 ok; 1 a role failed (its log is printed and the other roles are stopped)
 # or the copies differ; 2 bad arguments (the message names the option and the value).
 # --bytes must be a multiple of 32 (the record size), 32 B to 1 PiB. Logs go to --work DIR
 # (kept), or to a temporary directory removed after a successful run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bytes=$((1 << 30)); rate=0; tick=(); real=1000; disk=1; nagle=(); bin=""; work=""; base=7100
+bytes=$((1 << 30)); rate=0; tick=(); real=1000; disk=1; nagle=(); reads=(); bin=""; work=""; base=7100
 usage() { echo "streamed_sockets.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
-    --no-disk|--nagle) ;;
+    --no-disk|--nagle|--reactor-reads) ;;
     --*) [ $# -ge 2 ] || usage "$1 needs a value";;
   esac
   case $1 in
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
     --real-rate) real=$2; shift 2;;
     --no-disk) disk=0; shift;;
     --nagle) nagle=(--nagle); shift;;
+    --reactor-reads) reads=(--reactor-reads); shift;;
     --bin) bin=$2; shift 2;;
     --work) work=$2; shift 2;;
     --base-port) base=$2; shift 2;;
@@ -85,10 +89,10 @@ start() {
     done
   done
 }
-start terminator $p_term $p_tap -- --in listen:$L:$p_term --back listen:$L:$p_tap
-start processor $p_proc -- --in listen:$L:$p_proc --out connect:$L:$p_term --back connect:$L:$p_gen "${nagle[@]}"
-start forwarder $p_fwd -- --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_fwd[@]}" "${nagle[@]}"
-start indexer $p_idx -- --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}"
+start terminator $p_term $p_tap -- --in listen:$L:$p_term --back listen:$L:$p_tap "${reads[@]}"
+start processor $p_proc -- --in listen:$L:$p_proc --out connect:$L:$p_term --back connect:$L:$p_gen "${nagle[@]}" "${reads[@]}"
+start forwarder $p_fwd -- --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_fwd[@]}" "${nagle[@]}" "${reads[@]}"
+start indexer $p_idx -- --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}" "${reads[@]}"
 start generator -- --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" "${tick[@]}" --real-rate "$real" "${nagle[@]}"
 
 # Wait for the roles in the order they end; the first that fails stops the rest (the

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <unistd.h>
 
 #include "rill/connectors/tcp_sink.hpp"
 #include "rill/connectors/tcp_source.hpp"
@@ -485,7 +486,10 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
   std::shared_ptr<tcp_receiver_stats> st;
   std::shared_ptr<detail::tcp_connector> conn;
   frame_decoder dec;  // length-prefixed framing, and fixed records larger than read_bytes
+  // The connection: an Asio socket (asynchronous reads), or with block_in_read a
+  // descriptor released from the reactor, in blocking mode, owned here (`fd`).
   std::optional<tcp::socket> sock;
+  int fd = -1;
   std::uint64_t gen = 0;
   // Fixed framing with record size <= read_bytes (`whole`): no decoder. Reads land at
   // buf + carry, behind the `carry` bytes of an incomplete record kept at buf[0], so the
@@ -519,6 +523,8 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
         detail::tcp_socket_buffers{.receive_bytes = o.receive_buffer_bytes});
   }
 
+  ~impl() { close_fd(); }
+
   std::string where() const { return o.name + " " + o.endpoint.to_string(); }
 
   void report(const std::error_code& ec, const std::string& msg) {
@@ -526,9 +532,12 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
     if (error_cb) error_cb(ec, msg);
   }
 
+  bool connected() const noexcept { return sock.has_value() || fd >= 0; }
+
   void on_socket(tcp::socket&& s) {
     if (stopped) return;
-    if (sock) end_connection(asio::error::connection_aborted, "superseded by a new connection");
+    if (connected())
+      end_connection(asio::error::connection_aborted, "superseded by a new connection");
     sock.emplace(std::move(s));
     ++gen;
     bump(st->connections);
@@ -542,6 +551,23 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
                                std::to_string(o.receive_low_water_bytes) + " refused (" +
                                ec.message() + "): every arrival wakes the receiver");
     }
+    if (o.block_in_read) {
+      // Out of the reactor (no epoll registration, no wake-ups for it while paused) and
+      // blocking: read(2) sleeps until bytes arrive. If either step fails the connection
+      // is read asynchronously instead, and on_error says so.
+      boost::system::error_code ec;
+      sock->native_non_blocking(false, ec);
+      if (!ec) {
+        const int released = sock->release(ec);
+        if (!ec) {
+          fd = released;
+          sock.reset();
+        }
+      }
+      if (ec)
+        report(to_std(ec), where() + ": blocking reads refused (" + ec.message() +
+                               "): this connection is read asynchronously");
+    }
     hello_have = 0;
     dec.reset();
     carry = 0;
@@ -553,8 +579,12 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
   std::size_t partial_bytes() const noexcept { return whole ? carry : dec.partial_bytes(); }
 
   void start_read() {
-    if (!sock || reading || stopped || delivering) return;
+    if (!connected() || reading || stopped || delivering) return;
     reading = true;
+    if (fd >= 0) {
+      asio::post(io, [self = shared_from_this(), g = gen] { self->read_blocking(g); });
+      return;
+    }
     sock->async_read_some(
         asio::buffer(buf.data() + carry, o.read_bytes),
         [self = shared_from_this(), g = gen](const boost::system::error_code& ec, std::size_t n) {
@@ -571,6 +601,30 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
             return;
           if (!self->paused) self->start_read();
         });
+  }
+
+  /// block_in_read: reads and delivers until paused, stopped or the connection ends;
+  /// `reading` stays true meanwhile, so a resume() from a callback does not post a second
+  /// loop.
+  void read_blocking(std::uint64_t g) {
+    if (stopped || g != gen) return;
+    while (!paused && !stopped && g == gen && fd >= 0) {
+      const auto n = ::read(fd, buf.data() + carry, o.read_bytes);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        reading = false;
+        end_connection(n == 0 ? boost::system::error_code(asio::error::eof)
+                              : boost::system::error_code(errno, boost::system::system_category()),
+                       "");
+        if (!stopped) conn->reconnect();
+        return;
+      }
+      const auto got = static_cast<std::size_t>(n);
+      bump(st->bytes, got);
+      if (!(whole ? consume_whole(got) : consume(std::span<const std::byte>(buf.data(), got))))
+        return;  // dropped: drop() cleared `reading`
+    }
+    if (g == gen) reading = false;
   }
 
   /// Takes the hello's bytes off the front of `in`. False when the connection was dropped
@@ -634,7 +688,7 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
       }
       delivering = false;
     }
-    if (!sock) return false;  // stop() (or a drop) from the callback
+    if (!connected()) return false;  // stop() (or a drop) from the callback
     const auto tail = in.subspan(count * rs);
     std::memmove(buf.data(), tail.data(), tail.size());
     carry = tail.size();
@@ -676,10 +730,16 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
     return records_cb ? records_cb(first, recs) : true;
   }
 
+  void close_fd() noexcept {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+
   void drop() {
     boost::system::error_code ignore;
     if (sock) sock->close(ignore);
     sock.reset();
+    close_fd();
     ++gen;
     reading = false;
     const auto partial = whole ? std::exchange(carry, 0) : dec.reset();
@@ -747,6 +807,7 @@ void tcp_receiver::stop() {
   boost::system::error_code ignore;
   if (p_->sock) p_->sock->close(ignore);
   p_->sock.reset();
+  p_->close_fd();
   ++p_->gen;
 }
 std::uint16_t tcp_receiver::port() const noexcept { return p_->conn->port(); }
@@ -781,6 +842,11 @@ tcp_source::tcp_source(tcp_source_options opts)
       port_(std::make_shared<std::atomic<std::uint16_t>>(0)),
       log_(std::make_shared<log>()) {
   validate_source(opts_);
+  if (opts_.block_in_read)
+    throw config_error(opts_.name + ".block_in_read",
+                       opts_.name +
+                           ".block_in_read: a worker's loop runs other stages and must not "
+                           "sleep in a read; use tcp_receiver on an io_context of its own");
 }
 std::shared_ptr<const tcp_receiver_stats> tcp_source::stats() const { return stats_; }
 std::vector<std::string> tcp_source::errors() const {

@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
   app.add_flag("--disk-thread", c.disk_thread,
                "indexer/forwarder: write segment files on a thread of their own (default: "
                "write(2) on the loop, from the receive buffer)");
+  app.add_flag("--reactor-reads", c.reactor_reads,
+               "indexer/forwarder/processor/terminator: read through Asio's reactor (epoll, "
+               "non-blocking reads) instead of blocking read(2) on the role's loop thread");
   app.add_option("--metrics-port", c.metrics_port,
                  "serve Prometheus metrics on 127.0.0.1:PORT/metrics while running (0 = off)");
   try {

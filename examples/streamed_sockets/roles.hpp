@@ -45,6 +45,9 @@ struct config {
   // indexer/forwarder: segment files written by a thread of their own (a copy and a
   // hand-over per chunk) instead of write(2) on the loop, from the receive buffer.
   bool disk_thread = false;
+  // indexer/forwarder/processor/terminator: read through Asio's reactor (epoll_wait, then
+  // non-blocking reads) instead of blocking read(2) calls on the role's loop thread.
+  bool reactor_reads = false;
   // Per TCP destination (bounded queue): at full speed every hop's queue is full, so the
   // round trip grows with it; 256 KiB is one batch of the generator.
   std::size_t buffer_bytes = std::size_t{256} << 10;

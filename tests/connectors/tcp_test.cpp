@@ -266,6 +266,7 @@ struct resync_case {
   std::uint64_t first2;
   std::vector<std::uint64_t> expect;
   std::uint64_t gaps, missing, dups;
+  bool block_in_read = false;  // blocking reads on the loop thread instead of the reactor
 };
 class resync : public ::testing::TestWithParam<resync_case> {};
 
@@ -279,7 +280,8 @@ TEST_P(resync, broken_mid_record_then_reconnect) {
   const auto port = lp.call([&] {
     rx = std::make_unique<rill::tcp_receiver>(
         lp.io, rill::tcp_source_options{.endpoint = rill::tcp_endpoint::listen("127.0.0.1", 0),
-                                        .framing = rill::framing::fixed(8)});
+                                        .framing = rill::framing::fixed(8),
+                                        .block_in_read = c.block_in_read});
     rx->on_records([&](std::uint64_t first, std::span<const std::span<const std::byte>> recs) {
       w.update([&] {
         for (auto r : recs) {
@@ -343,7 +345,11 @@ INSTANTIATE_TEST_SUITE_P(cases, resync,
                              // sender resent from 3 (the broken record): no gap at all
                              resync_case{3, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 0, 0},
                              // sender resent from 1: records 1 and 2 are duplicates, skipped
-                             resync_case{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 0, 2}));
+                             resync_case{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 0, 2},
+                             // the same three with blocking reads on the loop thread
+                             resync_case{5, {0, 1, 2, 5, 6, 7, 8, 9}, 1, 2, 0, true},
+                             resync_case{3, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 0, 0, true},
+                             resync_case{1, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 0, 2, true}));
 
 // ---------------------------------------------------------------- start order, reconnect
 
@@ -486,6 +492,99 @@ TEST(tcp, receive_low_water_mark_over_1_gib_is_a_config_error) {
     FAIL() << "no config_error";
   } catch (const rill::config_error& e) {
     EXPECT_EQ(std::string(e.key()), "in.receive_low_water_bytes");
+  }
+}
+
+// ---------------------------------------------------------------- blocking reads
+
+// block_in_read, connect mode (the receiver connects to a listening sink): every
+// delivery runs on the thread running the receiver's io_context. The first delivery
+// returns false: the reading handler returns to the loop (a handler posted there runs,
+// and no record is delivered meanwhile), the receiver stops reading and the sink gets
+// stuck at its cap (TCP flow control). After resume() all 1,000,000 records arrive,
+// in order, each once.
+TEST(tcp, block_in_read_delivers_on_the_loop_thread_and_a_pause_holds_the_sender) {
+  loop sender, receiver;
+  waiter w;
+  const std::uint64_t total = 1000000;  // 8 MB: more than the socket buffers hold
+  const std::size_t cap = 64 << 10;
+  std::uint64_t got = 0, next = 0, deliveries = 0;
+  bool bad_order = false, off_thread = false;
+  std::unique_ptr<rill::tcp_sink> sink;
+  std::unique_ptr<rill::tcp_receiver> rx;
+  std::uint64_t written = 0;
+  std::function<void()> pump = [&] {
+    while (written < total && sink->writable()) sink->write(rec8(written++));
+  };
+  const auto port = sender.call([&] {
+    sink = std::make_unique<rill::tcp_sink>(
+        sender.io,
+        rill::tcp_sink_options{.endpoint = rill::tcp_endpoint::listen("127.0.0.1", 0),
+                               .framing = rill::framing::fixed(8),
+                               .buffer_bytes = cap});
+    sink->on_writable([&] { pump(); });
+    sink->start();
+    pump();
+    return sink->port();
+  });
+  const auto receiver_thread = receiver.t.get_id();
+  receiver.call([&] {
+    rx = std::make_unique<rill::tcp_receiver>(
+        receiver.io,
+        rill::tcp_source_options{.endpoint = rill::tcp_endpoint::connect("127.0.0.1", port),
+                                 .framing = rill::framing::fixed(8),
+                                 .read_bytes = 4096,
+                                 .block_in_read = true});
+    rx->on_records([&](std::uint64_t first, std::span<const std::span<const std::byte>> recs) {
+      w.update([&] {
+        if (std::this_thread::get_id() != receiver_thread) off_thread = true;
+        ++deliveries;
+        for (auto r : recs) {
+          if (val8(r) != first || first != next) bad_order = true;
+          next = ++first;
+          ++got;
+        }
+      });
+      return deliveries > 1;  // the first delivery pauses
+    });
+    rx->start();
+  });
+  ASSERT_TRUE(w.wait([&] { return deliveries == 1; }));
+  // The sink fills up: it stops being writable with records left to write (bounded wait
+  // for the state, as in slow_receiver_backpressure_keeps_memory_bounded).
+  bool stuck = false;
+  for (const auto end = std::chrono::steady_clock::now() + 10s;
+       !stuck && std::chrono::steady_clock::now() < end;) {
+    stuck = sender.call([&] { return !sink->writable() && written < total; });
+    if (!stuck) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(stuck);
+  // The receiver's loop is free (this handler runs) and nothing was delivered since.
+  EXPECT_EQ(receiver.call([&] {
+              std::lock_guard lk(w.mu);
+              return deliveries;
+            }),
+            1u);
+  receiver.call([&] { rx->resume(); });
+  ASSERT_TRUE(w.wait([&] { return got == total; }, 20000ms)) << got;
+  // The receiver's loop sleeps in read(2) until the peer closes: stop the sender first.
+  sender.call([&] { sink->stop(); });
+  receiver.call([&] { rx->stop(); });
+  std::lock_guard lk(w.mu);
+  EXPECT_FALSE(bad_order) << "records out of order or not matching their index";
+  EXPECT_FALSE(off_thread) << "a delivery ran off the receiver's loop thread";
+  EXPECT_GT(deliveries, 2u);
+  EXPECT_EQ(rx->stats().records.load(), total);
+  EXPECT_EQ(rx->stats().bytes.load(), total * 8 + rill::tcp_hello::size);
+  EXPECT_EQ(rx->stats().errors.load(), 0u);
+}
+
+TEST(tcp, block_in_read_on_a_pipeline_source_is_a_config_error) {
+  try {
+    rill::tcp_source src{{.framing = rill::framing::fixed(8), .block_in_read = true, .name = "in"}};
+    FAIL() << "no config_error";
+  } catch (const rill::config_error& e) {
+    EXPECT_EQ(std::string(e.key()), "in.block_in_read");
   }
 }
 

@@ -54,12 +54,15 @@ TEST(streamed_sockets_cli, script_rejects_huge_numbers_without_shell_errors) {
 // write(2) on each relay's loop) are equal by MD5 and hold every byte.
 // The ports sit below Linux's ephemeral range (32768-60999), where another test's outgoing
 // connection could hold one; a port another process listens on is retried with new ports.
-TEST(streamed_sockets_cli, five_roles_deliver_everything_and_the_disk_copies_match) {
+// Both ways of reading: blocking reads on each role's loop thread (the default) and
+// Asio's reactor (`reads` = "--reactor-reads").
+void five_roles(const std::string& reads) {
   cli_test::outcome r;
   for (int attempt = 0; attempt < 3; ++attempt) {
     const int base = 20000 + static_cast<int>((::getpid() + attempt * 701) % 2000) * 6;
     r = run(sockets_script + " --bin " + sockets + " --bytes 8388608 --base-port " +
-            std::to_string(base) + " --work " + (scratch / "five_roles").string());
+            std::to_string(base) + " --work " + (scratch / "five_roles").string() + " " +
+            reads);
     if (r.exit_code == 0 || !has(r.out + r.err, "Address already in use")) break;
     std::cerr << "a port from " << base << " is taken; trying other ports\n";
   }
@@ -72,6 +75,14 @@ TEST(streamed_sockets_cli, five_roles_deliver_everything_and_the_disk_copies_mat
        at = r.out.find("index errors 0, gaps 0", at + 1))
     ++clean;
   EXPECT_EQ(clean, 2u) << r.out;
+}
+
+TEST(streamed_sockets_cli, five_roles_deliver_everything_and_the_disk_copies_match) {
+  five_roles("");
+}
+
+TEST(streamed_sockets_cli, five_roles_with_reactor_reads_deliver_everything_and_copies_match) {
+  five_roles("--reactor-reads");
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 //
 // Defines:
 //   rill::tcp_source_options  endpoint (listen or connect), framing, handshake, read size,
-//                             socket buffer and low-water mark
+//                             socket buffer, low-water mark, blocking reads
 //   rill::tcp_receiver        the receiver, on one io_context (a rill worker's or your own)
 //   rill::tcp_receiver_stats  counters, readable from any thread
 //   rill::tcp_message         one received record: sequence index + payload bytes
@@ -80,6 +80,24 @@ struct tcp_source_options {
   /// option, the connection goes on without it and on_error reports it (counted in
   /// errors).
   std::size_t receive_low_water_bytes = 0;
+  /// tcp_receiver only. Read with blocking read(2) calls made by the thread running the
+  /// io_context, one after another inside one handler, instead of asynchronous reads
+  /// through Asio's reactor (which, in Boost 1.74, makes an epoll_wait and a read that
+  /// fails with EAGAIN around every read that returns bytes). Each connection's socket is
+  /// taken out of the reactor and put in blocking mode; the thread sleeps in the kernel
+  /// until bytes arrive, and while it does, **no other handler of the io_context runs**
+  /// (no timer, no tcp_sink completion, no accept of a newer connection). The handler
+  /// returns to the io_context when a callback pauses (returns false or calls pause()),
+  /// at EOF, on an error (then the connection ends as in the asynchronous mode: resync,
+  /// reconnect) or after stop(); resume() posts it again. Use it only where everything
+  /// else on the io_context can wait for the next bytes: a callback that leaves work on
+  /// the loop (a tcp_sink with bytes in flight) returns false and calls resume() once
+  /// that work is done (the streamed-sockets relays do). stop() and the callbacks keep
+  /// the rules of the class: the thread running the io_context only, so a receiver
+  /// blocked in a read ends when its peer sends, closes or resets the connection.
+  /// tcp_source refuses it (a worker's loop runs other stages): its constructor throws
+  /// config_error("<name>.block_in_read").
+  bool block_in_read = false;
   tcp_backoff backoff{};
   std::string name = "tcp_source";  ///< used in error messages
   /// tcp_source (pipeline) only: a clean EOF at a record boundary ends the stream. When
@@ -147,7 +165,8 @@ class tcp_receiver {
   void start();
   /// Stops issuing reads after the current one (TCP flow control then slows the sender).
   void pause();
-  /// Reads again after pause() or after on_records returned false.
+  /// Reads again after pause() or after on_records returned false. With block_in_read
+  /// the reading handler is posted: it never blocks inside resume().
   void resume();
   /// Cancels everything; idempotent.
   void stop();
@@ -181,8 +200,9 @@ class tcp_source {
   using value_type = tcp_message;
   using record_policy = unacked;  // a socket never acknowledges (record.hpp)
   /// Throws config_error("<name>.framing") for an invalid framing,
-  /// config_error("<name>.receive_low_water_bytes") over 1 GiB. Any thread, before the
-  /// run.
+  /// config_error("<name>.receive_low_water_bytes") over 1 GiB,
+  /// config_error("<name>.block_in_read") when block_in_read is set. Any thread, before
+  /// the run.
   explicit tcp_source(tcp_source_options opts);
   /// One split: the one receiver (rill::source_of).
   std::size_t split_count() const noexcept { return 1; }
