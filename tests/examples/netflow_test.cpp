@@ -179,42 +179,59 @@ TEST(netflow, two_phase_output_is_byte_identical_to_one_phase) {
   }
 }
 
-// SIGTERM mid-run: sources stop, in-flight packets drain, every window is flushed and the
-// exit status is 0. Every packet read is in the output (summary packets == sum of rows).
-// The capture comes through a FIFO whose writer holds it open after the last packet, so
-// the input has not ended when SIGTERM arrives, however fast the run; the writer is
-// killed 0.5 s after SIGTERM.
-TEST(netflow, sigterm_drains_and_flushes_everything_read) {
+// What a signal test through a FIFO leaves: netflow's exit status, its summary and the
+// packets its rows count.
+struct fifo_run {
+  int status = -1;
+  json summary;
+  std::uint64_t written = 0;
+};
+// Writes a pcapgen capture of `flows` x `per_flow` packets into a FIFO whose writer (cat,
+// then sleep 60) holds it open after the last packet, so the input has not ended when a
+// signal comes, however fast the run; runs netflow --workers 2 --window 1s on it; once
+// the workers run (>= 3 threads: main, control, workers) runs the bash `then` as a
+// function ($pid: netflow, $w: the writer; its status, or what it returns, is the
+// run's) and kills what is left.
+fifo_run run_through_fifo(const std::string& name, int flows, int per_flow, const std::string& then) {
   fs::create_directories(scratch);
-  const auto big = scratch / "sigterm.pcap", fifo = scratch / "sigterm.fifo";
-  const std::string gen = std::string(PCAPGEN_BINARY) + " --output " + big.string() +
-                          " --flows 200 --packets-per-flow 1000 --jitter 1ms --quiet";
-  ASSERT_EQ(std::system(gen.c_str()), 0);
+  const auto capture = scratch / (name + ".pcap"), fifo = scratch / (name + ".fifo");
+  const std::string gen = std::string(PCAPGEN_BINARY) + " --output " + capture.string() + " --flows " +
+                          std::to_string(flows) + " --packets-per-flow " + std::to_string(per_flow) +
+                          " --jitter 1ms --quiet";
+  fifo_run r;
+  if (std::system(gen.c_str()) != 0) return r;
   fs::remove(fifo);
-  const auto out = scratch / "sigterm.jsonl", sum = scratch / "sigterm.summary.json";
-  const std::string cmd = "mkfifo " + fifo.string() + "; ( cat " + big.string() + "; exec sleep 30 ) > " +
+  const auto out = scratch / (name + ".jsonl"), sum = scratch / (name + ".summary.json");
+  const std::string cmd = "mkfifo " + fifo.string() + "; ( cat " + capture.string() + "; exec sleep 60 ) > " +
                           fifo.string() + " 2>/dev/null & w=$!; " + std::string(NETFLOW_BINARY) +
                           " --input " + fifo.string() + " --workers 2 --window 1s --output " + out.string() +
                           " --summary " + sum.string() +
-                          // SIGTERM once the workers run (>= 3 threads: main, control,
-                          // workers) and have read for a while; a signal before that is a
-                          // graceful stop too (tests/core/run_control_test.cpp).
                           " 2>/dev/null & pid=$!; for i in $(seq 1000); do"
                           " [ $(ls /proc/$pid/task 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.01; done;"
-                          " sleep 0.5; kill -TERM $pid; sleep 0.5; kill $w; wait $pid";
-  const int status = std::system(("bash -c '" + cmd + "'").c_str());
+                          " then_() { " + then + "; }; then_; rc=$?; kill $w $pid 2>/dev/null; wait $w 2>/dev/null; exit $rc";
+  r.status = std::system(("bash -c '" + cmd + "'").c_str());
   fs::remove(fifo);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  const json summary = json::parse(slurp(sum));
-  const auto read = summary["packets"].get<std::uint64_t>();
+  fs::remove(capture);
+  if (!fs::exists(sum)) return r;
+  r.summary = json::parse(slurp(sum));
+  std::istringstream lines(slurp(out));
+  for (std::string line; std::getline(lines, line);) r.written += json::parse(line)["packets"].get<std::uint64_t>();
+  return r;
+}
+
+// SIGTERM mid-run: sources stop, in-flight packets drain, every window is flushed and the
+// exit status is 0. Every packet read is in the output (summary packets == sum of rows).
+// SIGTERM 0.5 s after the workers started (a signal before that is a graceful stop too,
+// tests/core/run_control_test.cpp); the writer is killed 0.5 s after SIGTERM.
+TEST(netflow, sigterm_drains_and_flushes_everything_read) {
+  const auto r = run_through_fifo("sigterm", 200, 1000, "sleep 0.5; kill -TERM $pid; sleep 0.5; kill $w; wait $pid");
+  ASSERT_TRUE(WIFEXITED(r.status));
+  EXPECT_EQ(WEXITSTATUS(r.status), 0);
+  ASSERT_TRUE(r.summary.is_object());
+  const auto read = r.summary["packets"].get<std::uint64_t>();
   EXPECT_GT(read, 0u);
   EXPECT_LE(read, 200'000u);
-  std::uint64_t written = 0;
-  std::istringstream lines(slurp(out));
-  for (std::string line; std::getline(lines, line);) written += json::parse(line)["packets"].get<std::uint64_t>();
-  EXPECT_EQ(written + summary["late"].get<std::uint64_t>(), read);
-  fs::remove(big);
+  EXPECT_EQ(r.written + r.summary["late"].get<std::uint64_t>(), read);
 }
 
 // SIGINT while the FIFO's writer holds it open with nothing more to write: the reader
@@ -222,34 +239,15 @@ TEST(netflow, sigterm_drains_and_flushes_everything_read) {
 // empty pipe), so netflow drains, writes every packet it read and exits 0 within 10 s,
 // while the writer still holds the FIFO (it is killed only after netflow ended).
 TEST(netflow, sigint_stops_a_fifo_input_whose_writer_is_silent) {
-  fs::create_directories(scratch);
-  const auto small = scratch / "sigint.pcap", fifo = scratch / "sigint.fifo";
-  const std::string gen = std::string(PCAPGEN_BINARY) + " --output " + small.string() +
-                          " --flows 20 --packets-per-flow 50 --jitter 1ms --quiet";
-  ASSERT_EQ(std::system(gen.c_str()), 0);
-  fs::remove(fifo);
-  const auto out = scratch / "sigint.jsonl", sum = scratch / "sigint.summary.json";
   // Exit status: netflow's, or 124 when it was still running 10 s after SIGINT.
-  const std::string cmd = "mkfifo " + fifo.string() + "; ( cat " + small.string() + "; exec sleep 60 ) > " +
-                          fifo.string() + " 2>/dev/null & w=$!; " + std::string(NETFLOW_BINARY) +
-                          " --input " + fifo.string() + " --workers 2 --window 1s --output " + out.string() +
-                          " --summary " + sum.string() +
-                          " 2>/dev/null & pid=$!; for i in $(seq 1000); do"
-                          " [ $(ls /proc/$pid/task 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.01; done;"
-                          " sleep 1; kill -INT $pid; rc=124; for i in $(seq 100); do"
-                          " kill -0 $pid 2>/dev/null || { wait $pid; rc=$?; break; }; sleep 0.1; done;"
-                          " kill $w $pid 2>/dev/null; wait $w 2>/dev/null; exit $rc";
-  const int status = std::system(("bash -c '" + cmd + "'").c_str());
-  fs::remove(fifo);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0) << "124: still running 10 s after SIGINT";
-  const json summary = json::parse(slurp(sum));
-  EXPECT_EQ(summary["packets"].get<std::uint64_t>(), 1'000u);  // all written before the signal
-  std::uint64_t written = 0;
-  std::istringstream lines(slurp(out));
-  for (std::string line; std::getline(lines, line);) written += json::parse(line)["packets"].get<std::uint64_t>();
-  EXPECT_EQ(written, 1'000u);
-  fs::remove(small);
+  const auto r = run_through_fifo("sigint", 20, 50,
+                                  "sleep 1; kill -INT $pid; for i in $(seq 100); do"
+                                  " kill -0 $pid 2>/dev/null || { wait $pid; return $?; }; sleep 0.1; done; return 124");
+  ASSERT_TRUE(WIFEXITED(r.status));
+  ASSERT_EQ(WEXITSTATUS(r.status), 0) << "124: still running 10 s after SIGINT";
+  ASSERT_TRUE(r.summary.is_object());
+  EXPECT_EQ(r.summary["packets"].get<std::uint64_t>(), 1'000u);  // all written before the signal
+  EXPECT_EQ(r.written, 1'000u);
 }
 
 // Oversubscription: rill::max_workers (1024) workers on a 2-core machine read
