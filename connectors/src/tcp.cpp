@@ -523,7 +523,7 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
         detail::tcp_socket_buffers{.receive_bytes = o.receive_buffer_bytes});
   }
 
-  ~impl() { close_fd(); }
+  ~impl() { close_connection(); }
 
   std::string where() const { return o.name + " " + o.endpoint.to_string(); }
 
@@ -590,15 +590,8 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
         [self = shared_from_this(), g = gen](const boost::system::error_code& ec, std::size_t n) {
           if (self->stopped || g != self->gen) return;
           self->reading = false;
-          if (ec) {
-            self->end_connection(ec, "");
-            if (!self->stopped) self->conn->reconnect();
-            return;
-          }
-          bump(self->st->bytes, n);
-          if (!(self->whole ? self->consume_whole(n)
-                            : self->consume(std::span<const std::byte>(self->buf.data(), n))))
-            return;
+          if (ec) return self->read_failed(ec);
+          if (!self->take_read(n)) return;
           if (!self->paused) self->start_read();
         });
   }
@@ -613,18 +606,24 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         reading = false;
-        end_connection(n == 0 ? boost::system::error_code(asio::error::eof)
-                              : boost::system::error_code(errno, boost::system::system_category()),
-                       "");
-        if (!stopped) conn->reconnect();
-        return;
+        return read_failed(n == 0 ? boost::system::error_code(asio::error::eof)
+                                  : boost::system::error_code(errno, boost::system::system_category()));
       }
-      const auto got = static_cast<std::size_t>(n);
-      bump(st->bytes, got);
-      if (!(whole ? consume_whole(got) : consume(std::span<const std::byte>(buf.data(), got))))
-        return;  // dropped: drop() cleared `reading`
+      if (!take_read(static_cast<std::size_t>(n))) return;  // dropped: drop() cleared `reading`
     }
     if (g == gen) reading = false;
+  }
+
+  /// A read (either mode) ended the connection: EOF or an error. Reconnects unless stopped.
+  void read_failed(const boost::system::error_code& ec) {
+    end_connection(ec, "");
+    if (!stopped) conn->reconnect();
+  }
+  /// `n` bytes landed at buf + carry: counts them and delivers the records they complete.
+  /// False when the connection was dropped (consume's rule).
+  bool take_read(std::size_t n) {
+    bump(st->bytes, n);
+    return whole ? consume_whole(n) : consume(std::span<const std::byte>(buf.data(), n));
   }
 
   /// Takes the hello's bytes off the front of `in`. False when the connection was dropped
@@ -730,16 +729,17 @@ struct tcp_receiver::impl : std::enable_shared_from_this<tcp_receiver::impl> {
     return records_cb ? records_cb(first, recs) : true;
   }
 
-  void close_fd() noexcept {
+  /// Closes the connection's socket, whichever mode reads it.
+  void close_connection() noexcept {
+    boost::system::error_code ignore;
+    if (sock) sock->close(ignore);
+    sock.reset();
     if (fd >= 0) ::close(fd);
     fd = -1;
   }
 
   void drop() {
-    boost::system::error_code ignore;
-    if (sock) sock->close(ignore);
-    sock.reset();
-    close_fd();
+    close_connection();
     ++gen;
     reading = false;
     const auto partial = whole ? std::exchange(carry, 0) : dec.reset();
@@ -804,10 +804,7 @@ void tcp_receiver::stop() {
   if (p_->stopped) return;
   p_->stopped = true;
   p_->conn->stop();
-  boost::system::error_code ignore;
-  if (p_->sock) p_->sock->close(ignore);
-  p_->sock.reset();
-  p_->close_fd();
+  p_->close_connection();
   ++p_->gen;
 }
 std::uint16_t tcp_receiver::port() const noexcept { return p_->conn->port(); }
