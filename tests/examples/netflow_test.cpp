@@ -275,7 +275,7 @@ TEST(netflow, max_workers_on_two_cores_give_the_rows_of_two) {
 // SIGTERM stops a run of rill::max_workers workers on a 2-core machine promptly, as
 // gracefully as with 2 (sigterm_drains_and_flushes_everything_read): exit status 0 and
 // every packet read is in the output. netflow runs under `timeout -s KILL 90`; the
-// signal comes 1 s after its threads run, mid-run.
+// signal comes 1 s after netflow's threads run, mid-run.
 TEST(netflow, sigterm_stops_max_workers_promptly) {
   if (RILL_ASAN || RILL_TSAN) GTEST_SKIP() << "1,024 sanitized threads: the Release run covers it";
   fs::create_directories(scratch);
@@ -288,8 +288,13 @@ TEST(netflow, sigterm_stops_max_workers_promptly) {
   const std::string cmd = "timeout -s KILL 90 " + std::string(NETFLOW_BINARY) + " --input " + big.string() +
                           " --workers 1024 --stall-threshold 0 --window 1s --output " + out.string() +
                           " --summary " + sum.string() +
-                          " 2>/dev/null & pid=$!; for i in $(seq 1000); do"
-                          " [ $(ls /proc/$pid/task 2>/dev/null | wc -l) -ge 1 ] && break; sleep 0.01; done;"
+                          // $pid is timeout's; SIGTERM goes to it, and it hands the signal to
+                          // netflow. Sent once netflow's own threads run (>= 3: main,
+                          // control, workers), so its handler is in place on a slow machine
+                          // too, and 1 s later, mid-run.
+                          " 2>/dev/null & pid=$!; for i in $(seq 3000); do c=$(pgrep -P $pid);"
+                          " [ -n \"$c\" ] && [ $(ls /proc/$c/task 2>/dev/null | wc -l) -ge 3 ] && break;"
+                          " sleep 0.01; done;"
                           " sleep 1; kill -TERM $pid; wait $pid";
   const auto t0 = std::chrono::steady_clock::now();
   const int status = std::system(("bash -c '" + cmd + "'").c_str());
