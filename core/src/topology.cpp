@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <regex>
 #include <stdexcept>
 
@@ -16,6 +17,10 @@ struct topo_deleter {
   void operator()(hwloc_topology* t) const noexcept { hwloc_topology_destroy(t); }
 };
 using topo_ptr = std::unique_ptr<hwloc_topology, topo_deleter>;
+struct bitmap_deleter {
+  void operator()(hwloc_bitmap_s* b) const noexcept { hwloc_bitmap_free(b); }
+};
+using bitmap_ptr = std::unique_ptr<hwloc_bitmap_s, bitmap_deleter>;
 }  // namespace
 
 topology topology::load(const char* synthetic_description) {
@@ -34,12 +39,29 @@ topology topology::load(const char* synthetic_description) {
   const char* env = std::getenv("HWLOC_SYNTHETIC");
   result.synthetic_ = synthetic_description != nullptr || (env != nullptr && *env != '\0');
 
+  // The calling thread's CPU affinity (taskset, numactl --physcpubind, sched_setaffinity):
+  // a core takes workers only through a PU inside it. hwloc already leaves out the PUs a
+  // cgroup cpuset disallows; the affinity mask is the caller's own choice on top of that.
+  // A synthetic machine has no real PUs to bind to.
+  bitmap_ptr allowed{hwloc_bitmap_alloc()};
+  bitmap_ptr usable{hwloc_bitmap_alloc()};
+  if (!allowed || !usable) throw std::bad_alloc();
+  const bool restrict_to_binding =
+      !result.synthetic_ && hwloc_get_cpubind(raw, allowed.get(), HWLOC_CPUBIND_THREAD) == 0 &&
+      hwloc_bitmap_intersects(allowed.get(), hwloc_topology_get_allowed_cpuset(raw));
+
   const int n_numa = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_NUMANODE);
   const int n_cores = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_CORE);
   for (int i = 0; i < std::max(n_numa, 1); ++i) result.nodes_.push_back(node{std::size_t(i), {}});
   for (int c = 0; c < n_cores; ++c) {
     hwloc_obj_t core = hwloc_get_obj_by_type(raw, HWLOC_OBJ_CORE, unsigned(c));
-    hwloc_obj_t pu = hwloc_get_obj_inside_cpuset_by_type(raw, core->cpuset, HWLOC_OBJ_PU, 0);
+    if (restrict_to_binding) {
+      hwloc_bitmap_and(usable.get(), core->cpuset, allowed.get());
+    } else {
+      hwloc_bitmap_copy(usable.get(), core->cpuset);
+    }
+    if (hwloc_bitmap_iszero(usable.get())) continue;
+    hwloc_obj_t pu = hwloc_get_obj_inside_cpuset_by_type(raw, usable.get(), HWLOC_OBJ_PU, 0);
     std::size_t node_index = 0;
     for (int n = 0; n < n_numa; ++n) {
       hwloc_obj_t numa = hwloc_get_obj_by_type(raw, HWLOC_OBJ_NUMANODE, unsigned(n));

@@ -37,7 +37,13 @@ class topology {
     int cpu = -1;          ///< OS cpu to pin to; -1 = run unpinned (synthetic topology)
   };
 
-  /// Discovers this machine with hwloc (one PU per core; NUMA nodes by locality).
+  /// Discovers this machine with hwloc (one PU per core; NUMA nodes by locality),
+  /// limited to the cores the calling thread may run on: its CPU affinity mask
+  /// (sched_getaffinity(2); set by `taskset`, `numactl --physcpubind`, a parent process)
+  /// and the cgroup cpuset (which hwloc applies itself). A core counts when one of its
+  /// PUs is in the mask, and that PU is the one workers pin to; a node left without
+  /// cores is dropped. So two processes started with `taskset -c 0` and `taskset -c 1`
+  /// pin their workers to cpu 0 and cpu 1, not both to the machine's first core.
   /// Any thread; blocks while hwloc reads the machine (sysfs); call it once per run.
   /// Throws std::runtime_error when hwloc cannot load a topology.
   static topology discover();
