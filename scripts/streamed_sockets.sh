@@ -21,8 +21,8 @@ bytes=$((1 << 30)); rate=0; tick=(); real=1000; disk=1; nagle=(); reads=(); bin=
 usage() { echo "streamed_sockets.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
-    --no-disk|--nagle|--reactor-reads) ;;
-    --*) [ $# -ge 2 ] || usage "$1 needs a value";;
+    --bytes|--rate|--tick|--real-rate|--bin|--work|--base-port)
+      [ $# -ge 2 ] || usage "$1 needs a value";;
   esac
   case $1 in
     --bytes) bytes=$2; shift 2;;
@@ -95,20 +95,25 @@ start forwarder $p_fwd -- --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_
 start indexer $p_idx -- --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}" "${reads[@]}"
 start generator -- --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" "${tick[@]}" --real-rate "$real" "${nagle[@]}"
 
-# Wait for the roles in the order they end; the first that fails stops the rest (the
-# others would wait for their peer forever) and its log is shown.
+# Wait for the roles as they end; a role that fails stops the rest (the others would wait
+# for their peer forever) and its log is shown. Polled every 20 ms with `kill -0`, then
+# `wait PID` for the status of each one gone (bash keeps the status of every background
+# pid): `wait -n` forgets a child bash reaped while it waited for another one ("no such
+# job"), so a killed role could go unnamed.
 status=0
 left=("${pids[@]}")
 while [ ${#left[@]} -gt 0 ]; do
-  done_pid=""
-  if wait -n -p done_pid "${left[@]}"; then rc=0; else rc=$?; fi
-  [ -n "$done_pid" ] || break
-  rest=(); for p in "${left[@]}"; do [ "$p" = "$done_pid" ] || rest+=("$p"); done; left=("${rest[@]}")
-  if [ $rc != 0 ]; then
-    echo "streamed_sockets.sh: the ${role_of[$done_pid]} exited with status $rc; stopping the other roles. Its log ($work/${role_of[$done_pid]}.log):" >&2
-    cat "$work/${role_of[$done_pid]}.log" >&2
-    exit 1
-  fi
+  rest=(); failed=0
+  for p in "${left[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then rest+=("$p"); continue; fi
+    if wait "$p" 2>/dev/null; then continue; else rc=$?; fi
+    echo "streamed_sockets.sh: the ${role_of[$p]} exited with status $rc; stopping the other roles. Its log ($work/${role_of[$p]}.log):" >&2
+    cat "$work/${role_of[$p]}.log" >&2
+    failed=1
+  done
+  [ $failed = 0 ] || exit 1
+  left=("${rest[@]}")
+  [ ${#left[@]} = 0 ] || sleep 0.02
 done
 trap - EXIT
 cat "$work"/generator.log "$work"/indexer.log "$work"/forwarder.log "$work"/processor.log "$work"/terminator.log

@@ -46,6 +46,28 @@ TEST(streamed_sockets_cli, script_rejects_huge_numbers_without_shell_errors) {
                      {"--bytes", "multiple of 32", "'33'"});
   expect_usage_error(sockets_script + " --real-rate 99999999999999999999 --bin /bin/false",
                      {"--real-rate", "99999999999999999999"});
+  expect_usage_error(sockets_script + " --bogus", {"unknown argument --bogus"});
+  expect_usage_error(sockets_script + " --bytes", {"--bytes needs a value"});
+}
+
+// A role killed mid-stream (SIGKILL, the generator: the other roles then end on their
+// own, which is what made a `wait -n` lose the killed one) makes the script exit 1 naming
+// that role and its status 137, and leaves no role running. The generator starts last,
+// once the others listen; 3 GiB at 0.2 GB/s would run for 15 s.
+TEST(streamed_sockets_cli, script_names_a_killed_role_and_stops_the_others) {
+  const int base = 14000 + static_cast<int>(::getpid() % 1000) * 6;  // five_roles: 20000-31999
+  // "[g]", "[1]": the patterns match the roles' command lines, not this shell's own.
+  const std::string gen = "--role [g]enerator --out connect:127.0.0.1:" + std::to_string(base + 1);
+  const auto r = run("(" + sockets_script + " --bin " + sockets +
+                     " --bytes 3221225472 --rate 0.2 --base-port " + std::to_string(base) +
+                     " --work " + (scratch / "killed").string() + " & s=$!; " +
+                     "for i in $(seq 200); do pkill -KILL -f -- \"" + gen +
+                     "\" && break; sleep 0.05; done; wait $s; echo script=$?; sleep 0.2; " +
+                     "pgrep -f -- \"[1]27.0.0.1:" + std::to_string(base + 4) + "\" || echo none-left)");
+  EXPECT_TRUE(has(r.out, "script=1")) << r.out << r.err;
+  EXPECT_TRUE(has(r.err, "the generator exited with status 137")) << r.err;
+  EXPECT_FALSE(has(r.err, "no such job")) << r.err;
+  EXPECT_TRUE(has(r.out, "none-left")) << r.out;
 }
 
 // The five roles end to end on loopback (8 MiB, disk on): every record arrives at both
@@ -55,13 +77,14 @@ TEST(streamed_sockets_cli, script_rejects_huge_numbers_without_shell_errors) {
 // The ports sit below Linux's ephemeral range (32768-60999), where another test's outgoing
 // connection could hold one; a port another process listens on is retried with new ports.
 // Both ways of reading: blocking reads on each role's loop thread (the default) and
-// Asio's reactor (`reads` = "--reactor-reads").
+// Asio's reactor (`reads` = "--reactor-reads"). Each way has a work directory of its own
+// (ctest -j runs both at once, and the script empties its segment directories first).
 void five_roles(const std::string& reads) {
   cli_test::outcome r;
   for (int attempt = 0; attempt < 3; ++attempt) {
     const int base = 20000 + static_cast<int>((::getpid() + attempt * 701) % 2000) * 6;
     r = run(sockets_script + " --bin " + sockets + " --bytes 8388608 --base-port " +
-            std::to_string(base) + " --work " + (scratch / "five_roles").string() + " " +
+            std::to_string(base) + " --work " + (scratch / ("five_roles" + reads)).string() + " " +
             reads);
     if (r.exit_code == 0 || !has(r.out + r.err, "Address already in use")) break;
     std::cerr << "a port from " << base << " is taken; trying other ports\n";
