@@ -11,7 +11,9 @@
 # Every run: GB/s at the terminator, CPU-s per GB of the five processes (user + sys),
 # p50/p99/p99.9 of the real requests' round trip, and the MD5 of the indexer's against
 # the forwarder's segment files (MATCH = equal and every byte there). Prints one line per
-# run, then the medians and the ratios rill / baseline.
+# run, then the medians and the ratios rill / baseline, then the pooled round trip: every
+# real request of every run of a program sorted together, p50/p99/p99.9 = the values at
+# 0-based index floor(q N) (the generators' --latency-out).
 # Binaries: DIR/examples/streamed_sockets/streamed_sockets and DIR/bench/tcp_chain_baseline
 # (default DIR = build). --also DIR: a second rill build (say, main's) run in every round
 # too, between the other two (rounds go rill, also, baseline, then the reverse), with its
@@ -55,9 +57,9 @@ compare() {
 lat_fields() { sed -n 's|^latency:.*= \([0-9.]*\)/\([0-9.]*\)/\([0-9.]*\)/\([0-9.]*\)/\([0-9.]*\)/\([0-9.]*\) ms.*|\3 \5 \6|p' "$1"; }
 gbps() { sed -n 's|^terminator: .* = \([0-9.]*\) GB/s.*|\1|p' "$1"; }
 
-run_rill() {  # bytes rate [binary] -> fields
-  local log=$work/rill.log extra=()
-  [ "$2" = 0 ] || extra=(--rate "$2" --tick 250)
+run_rill() {  # bytes rate [binary] [who] -> fields
+  local log=$work/rill.log extra=(--latency-out "$work/$phase_now.${4:-rill}.lat.$run_now")
+  [ "$2" = 0 ] || extra+=(--rate "$2" --tick 250)
   if ! "$root/scripts/streamed_sockets.sh" --bin "${3:-$rill_bin}" --bytes "$1" "${extra[@]}" \
        --work "$work/rill" >"$log" 2>&1; then
     echo "rill run failed:" >&2; cat "$log" >&2; status=1
@@ -68,10 +70,10 @@ run_rill() {  # bytes rate [binary] -> fields
   md5=$(sed -n 's|^md5: ||p' "$log")
   echo "$(gbps "$log") $cpu $(lat_fields "$log") ${md5:-none}"
 }
-run_also() { run_rill "$1" "$2" "$also_bin"; }
+run_also() { run_rill "$1" "$2" "$also_bin" also; }
 run_base() {
-  local log=$work/base.log extra=()
-  [ "$2" = 0 ] || extra=(--rate "$2" --tick 250)
+  local log=$work/base.log extra=(--latency-out "$work/$phase_now.base.lat.$run_now")
+  [ "$2" = 0 ] || extra+=(--rate "$2" --tick 250)
   rm -rf "$work/base"
   if ! "$base_bin" --bytes "$1" "${extra[@]}" --dir "$work/base" --keep >"$log" 2>&1; then
     echo "baseline run failed:" >&2; cat "$log" >&2; status=1
@@ -102,15 +104,36 @@ summary() {  # phase
                else printf "  %-9s %9.3f | %9.3f | %9.3f | %.2fx | %.2fx | %.2fx\n", n, r, a, b,
                            (b > 0 ? r / b : 0), (b > 0 ? a / b : 0), (a > 0 ? r / a : 0) }'
   done
+  pooled "$1"
   echo "  md5: rill $(col "$r" 6 | sort | uniq -c | xargs),${also_bin:+ also $(col "$a" 6 | sort | uniq -c | xargs),} baseline $(col "$b" 6 | sort | uniq -c | xargs)"
   grep -q MISMATCH "$r" "$b" ${also_bin:+"$a"} && status=1 || true
+}
+
+# pooled PHASE: every real request's round trip of every run of each program, sorted
+# together; p50/p99/p99.9 in ms, and rill / baseline.
+quantiles() {  # files... -> "N p50 p99 p999" (ms)
+  cat "$@" | sort -n | awk '{ v[NR - 1] = $1 } END {
+    if (NR == 0) { print "0 0 0 0"; exit }
+    printf "%d %.3f %.3f %.3f\n", NR, v[int(0.5 * NR)] / 1e6, v[int(0.99 * NR)] / 1e6, v[int(0.999 * NR)] / 1e6 }'
+}
+pooled() {
+  local who q b
+  b=$(quantiles "$work/$1".base.lat.*)
+  echo "  pooled round trip over every request (N p50 p99 p99.9 ms; ratio of p99 to the baseline's):"
+  for who in rill ${also_bin:+also} base; do
+    q=$(quantiles "$work/$1.$who".lat.*)
+    awk -v w="$who" -v q="$q" -v b="$b" 'BEGIN { split(q, x, " "); split(b, y, " ")
+      printf "    %-5s N %d  %.3f / %.3f / %.3f ms  p99 %.2fx\n", w, x[1], x[2], x[3], x[4], (y[3] > 0 ? x[3] / y[3] : 0) }'
+  done
 }
 
 phase() {  # name bytes rate
   : >"$work/$1.rill"; : >"$work/$1.base"; : >"$work/$1.also"
   echo "== $1: --bytes $2 --rate $3 (0 = as fast as possible), $pairs pairs"
   echo "   run       GB/s CPU-s/GB p50ms p99ms p99.9ms md5"
+  phase_now=$1
   for i in $(seq 1 "$pairs"); do
+    run_now=$i
     local order=(rill ${also_bin:+also} base)
     [ $((i % 2)) = 1 ] || order=(base ${also_bin:+also} rill)
     for who in "${order[@]}"; do

@@ -18,7 +18,10 @@
 // connector.
 //
 //   tcp_chain_baseline [--bytes N] [--rate GB/s] [--tick us] [--real-rate N/s] [--no-disk]
-//                      [--single] [--dir DIR] [--keep]
+//                      [--single] [--dir DIR] [--keep] [--latency-out FILE]
+//   --latency-out: write every real request's round trip (ns, one per line, in answer
+//           order) to FILE at the end, as streamed_sockets' generator does, so that runs
+//           can be pooled.
 //   --keep: leave the segment files (DIR/indexer-*.seg, DIR/forwarder-*.seg) for an MD5
 //           check; by default DIR is removed at the end.
 //   --single: generator --> terminator only (one loopback connection, no disk, no real
@@ -154,6 +157,7 @@ struct options {
   std::chrono::microseconds tick{250};  // paced: sleep between two writes (as streamed_sockets)
   bool disk = true, single = false, keep = false;
   std::string dir = "/tmp/tcp_chain_baseline";
+  std::string latency_out;  // empty: none
 };
 
 // Reads whole records: `fn(p, n_records)`; keeps a partial record for the next read.
@@ -175,12 +179,15 @@ void relay_loop(int in, Fn&& fn) {
 
 int generator(const options& o, int out, int back) {
   rill::histogram lat;  // round trips, ns; written by the answers thread only
+  std::vector<std::uint64_t> all;  // the same, each one, with --latency-out
   std::uint64_t real_sent = 0;
   std::thread answers([&] {
     relay_loop(back, [&](const unsigned char* p, std::size_t n) {
       const auto t = now_ns();
-      for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t i = 0; i < n; ++i) {
         lat.record(t - get64(p + i * blob + 16));
+        if (!o.latency_out.empty()) all.push_back(t - get64(p + i * blob + 16));
+      }
     });
   });
   const std::uint64_t total = o.bytes / blob;
@@ -233,6 +240,11 @@ int generator(const options& o, int out, int back) {
       "latency: average %.3f ms, p1/p10/p50/p90/p99/p99.9 = %.3f/%.3f/%.3f/%.3f/%.3f/%.3f ms (N = "
       "%llu)\n",
       lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), pct(99.9), answered);
+  if (!o.latency_out.empty()) {
+    FILE* f = std::fopen(o.latency_out.c_str(), "w");
+    for (std::size_t i = 0; f && i < all.size(); ++i) std::fprintf(f, "%llu\n", (unsigned long long)all[i]);
+    if (!f || std::fclose(f) != 0) die(("--latency-out " + o.latency_out).c_str());
+  }
   return lat.count() == real_sent ? 0 : 1;
 }
 
@@ -312,6 +324,8 @@ int main(int argc, char** argv) {
       o.dir = next();
     else if (a == "--keep")
       o.keep = true;
+    else if (a == "--latency-out")
+      o.latency_out = next();
     else if (a == "--no-disk")
       o.disk = false;
     else if (a == "--single")
@@ -319,7 +333,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: tcp_chain_baseline [--bytes N] [--rate GB/s] [--tick us] "
-                   "[--real-rate N/s] [--no-disk] [--single] [--dir DIR] [--keep]\n");
+                   "[--real-rate N/s] [--no-disk] [--single] [--dir DIR] [--keep] [--latency-out FILE]\n");
       return 2;
     }
   }

@@ -2,7 +2,7 @@
 # The five-role streamed-sockets latency test on loopback.
 #   scripts/streamed_sockets.sh [--bytes N] [--rate GB/s] [--tick us] [--real-rate N/s] [--no-disk]
 #                               [--nagle] [--reactor-reads] [--bin PATH] [--work DIR]
-#                               [--base-port P]
+#                               [--base-port P] [--latency-out FILE]
 # Starts terminator, processor, forwarder, indexer and generator in reverse order of the
 # data flow, each once the ones it connects to listen (any order works, sinks retry until
 # their peer listens, but a retry waits a backoff of 10 ms or more).
@@ -14,14 +14,15 @@
 # Exit status: 0 ok; 1 a role failed (its log is printed and the other roles are stopped)
 # or the copies differ; 2 bad arguments (the message names the option and the value).
 # --bytes must be a multiple of 32 (the record size), 32 B to 1 PiB. Logs go to --work DIR
-# (kept), or to a temporary directory removed after a successful run.
+# (kept), or to a temporary directory removed after a successful run. --latency-out: the
+# generator writes every real request's round trip there (ns, one per line).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bytes=$((1 << 30)); rate=0; tick=(); real=1000; disk=1; nagle=(); reads=(); bin=""; work=""; base=7100
+bytes=$((1 << 30)); rate=0; tick=(); real=1000; disk=1; nagle=(); reads=(); bin=""; work=""; base=7100; lat_out=()
 usage() { echo "streamed_sockets.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
-    --bytes|--rate|--tick|--real-rate|--bin|--work|--base-port)
+    --bytes|--rate|--tick|--real-rate|--bin|--work|--base-port|--latency-out)
       [ $# -ge 2 ] || usage "$1 needs a value";;
   esac
   case $1 in
@@ -35,6 +36,7 @@ while [ $# -gt 0 ]; do
     --bin) bin=$2; shift 2;;
     --work) work=$2; shift 2;;
     --base-port) base=$2; shift 2;;
+    --latency-out) lat_out=(--latency-out "$2"); shift 2;;
     *) usage "unknown argument $1";;
   esac
 done
@@ -93,7 +95,7 @@ start terminator $p_term $p_tap -- --in listen:$L:$p_term --back listen:$L:$p_ta
 start processor $p_proc -- --in listen:$L:$p_proc --out connect:$L:$p_term --back connect:$L:$p_gen "${nagle[@]}" "${reads[@]}"
 start forwarder $p_fwd -- --in listen:$L:$p_fwd --out connect:$L:$p_proc "${dir_fwd[@]}" "${nagle[@]}" "${reads[@]}"
 start indexer $p_idx -- --in listen:$L:$p_idx --out connect:$L:$p_fwd --out connect:$L:$p_tap "${dir_idx[@]}" "${nagle[@]}" "${reads[@]}"
-start generator -- --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" "${tick[@]}" --real-rate "$real" "${nagle[@]}"
+start generator -- --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$bytes" --rate "$rate" "${tick[@]}" --real-rate "$real" "${lat_out[@]}" "${nagle[@]}"
 
 # Wait for the roles as they end; a role that fails stops the rest (the others would wait
 # for their peer forever) and its log is shown. Polled every 20 ms with `kill -0`, then

@@ -6,6 +6,7 @@
 // thread's scheduling (a thread that only receives answers uses little CPU, and the
 // kernel runs it soon after it wakes).
 #include <atomic>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -29,6 +30,7 @@ int generator(const config& c) {
   // cell's one writer is the answers thread.
   auto& m = *c.metrics;
   auto& lat = m.cell(m.add_histogram("rill_generator_round_trip_seconds", "real request round trip", 1e-9), 0);
+  std::vector<std::uint64_t> round_trips;  // --latency-out only; the answers thread's
   auto& sent_total = m.cell(m.add_counter("rill_generator_records_sent_total", "records sent"), 0);
   std::vector<std::byte> chunk;  // records built in place, handed to the sink at once
   auto t0 = clk::now();  // reset when both connections are up (start_when_connected)
@@ -44,7 +46,10 @@ int generator(const config& c) {
   };
   back.on_records([&](std::uint64_t, std::span<const std::span<const std::byte>> recs) {
     const auto t = now_ns();
-    for (auto r : recs) lat.record(t - get64(r.data() + 16));
+    for (auto r : recs) {
+      lat.record(t - get64(r.data() + 16));
+      if (!c.latency_out.empty()) round_trips.push_back(t - get64(r.data() + 16));
+    }
     real_got.fetch_add(recs.size());
     if (all_answered()) stop_both();
     return true;
@@ -144,6 +149,14 @@ int generator(const config& c) {
       "%llu)\n",
       lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), pct(99.9),
       (unsigned long long)lat.count());
+  if (!c.latency_out.empty()) {
+    std::ofstream f(c.latency_out);
+    for (auto ns : round_trips) f << ns << '\n';
+    if (!f.flush()) {
+      std::fprintf(stderr, "generator: --latency-out %s: cannot write\n", c.latency_out.c_str());
+      return 1;
+    }
+  }
   return real_got.load() == real_sent.load() ? 0 : 1;
 }
 

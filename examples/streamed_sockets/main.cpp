@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
       ->check(rill_examples::number_in(0, 1000, false, "0 = as fast as possible"));
   app.add_option("--real-rate", c.real_per_s, "generator: real requests per second")
       ->check(rill_examples::number_in(0, 1e6, true));
+  app.add_option("--latency-out", c.latency_out,
+                 "generator: write every real request's round trip (ns, one per line) to this file "
+                 "at the end");
   app.add_option("--tick", tick_us,
                  "generator, paced (--rate > 0): microseconds between two writes (larger = "
                  "fewer, bigger writes at every hop)")

@@ -77,15 +77,17 @@ TEST(streamed_sockets_cli, script_names_a_killed_role_and_stops_the_others) {
 // The ports sit below Linux's ephemeral range (32768-60999), where another test's outgoing
 // connection could hold one; a port another process listens on is retried with new ports.
 // Both ways of reading: blocking reads on each role's loop thread (the default) and
-// Asio's reactor (`reads` = "--reactor-reads"). Each way has a work directory of its own
+// Asio's reactor (`reads` = "--reactor-reads"). The generator's --latency-out holds one
+// round trip per answered real request. Each way has a work directory of its own
 // (ctest -j runs both at once, and the script empties its segment directories first).
 void five_roles(const std::string& reads) {
   cli_test::outcome r;
+  const auto latencies = scratch / ("latencies" + reads);
   for (int attempt = 0; attempt < 3; ++attempt) {
     const int base = 20000 + static_cast<int>((::getpid() + attempt * 701) % 2000) * 6;
     r = run(sockets_script + " --bin " + sockets + " --bytes 8388608 --base-port " +
-            std::to_string(base) + " --work " + (scratch / ("five_roles" + reads)).string() + " " +
-            reads);
+            std::to_string(base) + " --work " + (scratch / ("five_roles" + reads)).string() +
+            " --latency-out " + latencies.string() + " " + reads);
     if (r.exit_code == 0 || !has(r.out + r.err, "Address already in use")) break;
     std::cerr << "a port from " << base << " is taken; trying other ports\n";
   }
@@ -98,6 +100,14 @@ void five_roles(const std::string& reads) {
        at = r.out.find("index errors 0, gaps 0", at + 1))
     ++clean;
   EXPECT_EQ(clean, 2u) << r.out;
+  // --latency-out: one round trip (ns, a whole number) per answered real request.
+  const auto at = r.out.find("answered ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const auto answered = std::stoull(r.out.substr(at + 9));
+  EXPECT_GE(answered, 1u) << r.out;
+  const std::string lines = cli_test::slurp(latencies);
+  EXPECT_EQ(line_count(lines), answered) << lines;
+  EXPECT_EQ(lines.find_first_not_of("0123456789\n"), std::string::npos) << lines;
 }
 
 TEST(streamed_sockets_cli, five_roles_deliver_everything_and_the_disk_copies_match) {
