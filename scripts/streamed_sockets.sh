@@ -81,7 +81,9 @@ start() {
   shift
   while [ "$1" != -- ]; do ports+=("$1"); shift; done
   shift
-  "$bin" --role "$role" "$@" >"$work/$role.log" 2>&1 & pids+=($!); role_of[$!]=$role
+  # bash starts a background job with SIGINT and SIGQUIT ignored: give them back, so that
+  # `kill -INT` (or ^C) stops a role as it would stop the role run by hand.
+  (trap - INT QUIT; exec "$bin" --role "$role" "$@") >"$work/$role.log" 2>&1 & pids+=($!); role_of[$!]=$role
   for p in "${ports[@]}"; do
     for ((i = 0; i < 2000; i++)); do  # up to about 10 s
       awk -v p="$(printf ':%04X' "$p")" '$2 ~ p"$" && $4 == "0A" { f = 1 } END { exit !f }' \

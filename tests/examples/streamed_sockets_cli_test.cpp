@@ -50,24 +50,38 @@ TEST(streamed_sockets_cli, script_rejects_huge_numbers_without_shell_errors) {
   expect_usage_error(sockets_script + " --bytes", {"--bytes needs a value"});
 }
 
-// A role killed mid-stream (SIGKILL, the generator: the other roles then end on their
-// own, which is what made a `wait -n` lose the killed one) makes the script exit 1 naming
-// that role and its status 137, and leaves no role running. The generator starts last,
-// once the others listen; 3 GiB at 0.2 GB/s would run for 15 s.
-TEST(streamed_sockets_cli, script_names_a_killed_role_and_stops_the_others) {
-  const int base = 14000 + static_cast<int>(::getpid() % 1000) * 6;  // five_roles: 20000-31999
-  // "[g]", "[1]": the patterns match the roles' command lines, not this shell's own.
-  const std::string gen = "--role [g]enerator --out connect:127.0.0.1:" + std::to_string(base + 1);
-  const auto r = run("(" + sockets_script + " --bin " + sockets +
+// A role stopped by a signal mid-stream makes the script exit 1 naming that role and its
+// status, and leaves no role running: SIGKILL to the generator (the other roles then end
+// on their own, which is what made a `wait -n` lose the killed one), and SIGINT to the
+// processor (which bash would start ignoring SIGINT, as every background job). The
+// generator starts last, once the others listen; 3 GiB at 0.2 GB/s would run for 15 s.
+void signal_a_role(const std::string& signal, const std::string& role, int port_offset,
+                   const std::string& status, int base) {
+  // "[x]", "[1]": the patterns match the roles' command lines, not this shell's own.
+  const std::string who = "--role [" + role.substr(0, 1) + "]" + role.substr(1) + " --" +
+                          (role == "generator" ? "out connect" : "in listen") +
+                          ":127.0.0.1:" + std::to_string(base + port_offset);
+  // set -m: the script runs as from an interactive shell (job control), not as a
+  // background job of this one, which bash would start with SIGINT ignored for good.
+  const auto r = run("(set -m; " + sockets_script + " --bin " + sockets +
                      " --bytes 3221225472 --rate 0.2 --base-port " + std::to_string(base) +
-                     " --work " + (scratch / "killed").string() + " & s=$!; " +
-                     "for i in $(seq 200); do pkill -KILL -f -- \"" + gen +
-                     "\" && break; sleep 0.05; done; wait $s; echo script=$?; sleep 0.2; " +
+                     " --work " + (scratch / ("signalled-" + role)).string() + " & s=$!; " +
+                     "for i in $(seq 200); do pgrep -f -- \"--role [g]enerator --out connect:127.0.0.1:" +
+                     std::to_string(base + 1) + "\" >/dev/null && break; sleep 0.05; done; " +
+                     "pkill -" + signal + " -f -- \"" + who + "\"; wait $s; echo script=$?; sleep 0.2; " +
                      "pgrep -f -- \"[1]27.0.0.1:" + std::to_string(base + 4) + "\" || echo none-left)");
   EXPECT_TRUE(has(r.out, "script=1")) << r.out << r.err;
-  EXPECT_TRUE(has(r.err, "the generator exited with status 137")) << r.err;
+  EXPECT_TRUE(has(r.err, "the " + role + " exited with status " + status)) << r.err;
   EXPECT_FALSE(has(r.err, "no such job")) << r.err;
   EXPECT_TRUE(has(r.out, "none-left")) << r.out;
+}
+
+TEST(streamed_sockets_cli, script_names_a_killed_role_and_stops_the_others) {
+  signal_a_role("KILL", "generator", 1, "137", 14000 + static_cast<int>(::getpid() % 500) * 6);
+}
+
+TEST(streamed_sockets_cli, sigint_stops_a_role_the_script_started) {
+  signal_a_role("INT", "processor", 3, "130", 17000 + static_cast<int>(::getpid() % 500) * 6);
 }
 
 // The five roles end to end on loopback (8 MiB, disk on): every record arrives at both
