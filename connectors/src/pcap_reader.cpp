@@ -3,9 +3,13 @@
 
 #include "rill/connectors/pcap_filter.hpp"
 
+#include <fcntl.h>
 #include <pcap/pcap.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <cerrno>
 #include <cstdio>
@@ -14,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace rill {
 
@@ -62,18 +67,119 @@ std::error_code make_error_code(pcap_errc e) noexcept {
 }
 
 namespace {
-// Whether reading `f` (a pipe) would find bytes now: some in the FILE's buffer (glibc's
-// FILE keeps them between _IO_read_ptr and _IO_read_end, the fields gnulib's
-// freadahead reads), or the pipe readable, hung up or in error (poll(2): fread then
-// returns at once). A pipe with nothing written yet answers false, so that next() returns
-// `again` instead of blocking in fread, where a stop request could not reach the reader
-// until the writer wrote or closed. A record written in part still blocks until its
-// last byte comes.
-bool readable_now(std::FILE* f) noexcept {
-  if (f->_IO_read_ptr < f->_IO_read_end) return true;
-  pollfd p{::fileno(f), POLLIN, 0};
-  return ::poll(&p, 1, 0) != 0;
+// Above this, a record's or block's length is one libpcap refuses (pcapng blocks end at
+// 16 MiB, classic records at the link type's snapshot length): no reason to wait for it.
+constexpr std::size_t max_unit_bytes = std::size_t{16} << 20;
+
+std::uint32_t load32(const unsigned char* b, bool big) noexcept {
+  return big ? std::uint32_t{b[0]} << 24 | std::uint32_t{b[1]} << 16 | std::uint32_t{b[2]} << 8 | b[3]
+             : std::uint32_t{b[3]} << 24 | std::uint32_t{b[2]} << 16 | std::uint32_t{b[1]} << 8 | b[0];
 }
+
+// A FIFO or pipe input. Its descriptor is O_NONBLOCK, so neither opening it (no writer
+// yet) nor reading it ever waits; its bytes go into `buf`, and libpcap reads them through
+// a fopencookie FILE* that hands out bytes only up to `limit`. next() moves `limit` to the
+// end of the next unit (the capture's header up to its first interface description, or
+// one record: classic 16-byte header + caplen; pcapng, the blocks up to and including the
+// next packet block) only once all of it is in `buf`, or to the end of `buf` once the
+// writer has closed. So libpcap never asks for a byte that has not come: a writer that
+// stops anywhere (before opening the FIFO, inside the header, inside a record) leaves
+// next() returning `again`, and a stop request reaches the reader's worker.
+struct pipe_input {
+  int fd = -1;
+  std::vector<unsigned char> buf;
+  std::size_t pos = 0;        // next byte handed to libpcap
+  std::size_t limit = 0;      // libpcap gets bytes [pos, limit)
+  std::int64_t consumed = 0;  // bytes handed to libpcap since the start (the byte offset of pos)
+  bool header_done = false;   // libpcap has read the header (pcap_fopen_offline succeeded)
+  bool pcapng = false;
+  bool big_endian = false;    // the capture's byte order (known once 12 bytes have come)
+  bool eof = false;           // the writer has closed (having opened the FIFO)
+
+  ~pipe_input() {
+    if (fd >= 0) ::close(fd);
+  }
+  std::size_t available() const noexcept { return buf.size() - pos; }
+
+  // Bytes from pos that the next unit takes: <= available() when all of it is there, else
+  // a number above available() (the unit's size when known).
+  std::size_t unit_size() const noexcept {
+    const unsigned char* b = buf.data() + pos;
+    const std::size_t n = available();
+    if (!header_done) {
+      if (n < 4) return 4;
+      if (!(b[0] == 0x0a && b[1] == 0x0d && b[2] == 0x0d && b[3] == 0x0a)) return 24;  // classic
+      if (n < 12) return 12;
+      const bool big = b[8] == 0x1a;  // the section's byte-order magic 0x1A2B3C4D
+      return blocks_through(b, n, big, [](std::uint32_t type) { return type == 1; });  // IDB
+    }
+    if (pcapng)  // a packet block: EPB (6), SPB (3), or the obsolete PB (2)
+      return blocks_through(b, n, big_endian, [](std::uint32_t t) { return t == 6 || t == 3 || t == 2; });
+    if (n < 16) return 16;
+    const std::size_t caplen = load32(b + 8, big_endian);
+    return caplen > max_unit_bytes ? n : 16 + caplen;  // too long: libpcap refuses its header
+  }
+
+  // Bytes from the start of `b` up to the end of the first block whose type `stop` accepts.
+  template <class Stop>
+  static std::size_t blocks_through(const unsigned char* b, std::size_t n, bool big, Stop stop) noexcept {
+    std::size_t at = 0;
+    for (;;) {
+      if (n - at < 8) return at + 8;
+      const std::uint32_t type = load32(b + at, big), len = load32(b + at + 4, big);
+      if (len < 12 || len > max_unit_bytes) return n;  // libpcap refuses it: let it say why
+      if (n - at < len) return at + len;
+      at += len;
+      if (stop(type)) return at;
+    }
+  }
+
+  bool ready() const noexcept { return unit_size() <= available(); }
+
+  // Reads what the pipe holds now, until the next unit is whole, without waiting. False
+  // on a read error (errno says which).
+  bool fill() noexcept {
+    if (eof) return true;
+    if (pos > 0) {  // libpcap has read everything before pos: drop it
+      buf.erase(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(pos));
+      limit -= pos;
+      pos = 0;
+    }
+    while (!ready()) {
+      const std::size_t old = buf.size();
+      try {
+        buf.resize(old + std::max<std::size_t>(64 * 1024, unit_size() - available()));
+      } catch (...) {
+        buf.resize(old);
+        errno = ENOMEM;
+        return false;
+      }
+      const ssize_t got = ::read(fd, buf.data() + old, buf.size() - old);
+      buf.resize(old + static_cast<std::size_t>(std::max<ssize_t>(got, 0)));
+      if (got > 0) continue;
+      if (got < 0) return errno == EAGAIN || errno == EINTR;  // the writer is still there
+      // read() answers 0 both before any writer opened the FIFO and after the last one
+      // closed it; poll(2) says POLLHUP only for the second (and POLLIN if a writer has
+      // come and written since).
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) < 0) return errno == EINTR;
+      if ((p.revents & POLLIN) != 0) continue;
+      eof = (p.revents & POLLHUP) != 0;
+      return true;
+    }
+    return true;
+  }
+
+  // libpcap's read function (fopencookie): the bytes before `limit`, then end of file.
+  static ssize_t read_for_libpcap(void* cookie, char* out, std::size_t size) noexcept {
+    auto* in = static_cast<pipe_input*>(cookie);
+    const std::size_t n = std::min(size, in->limit - in->pos);
+    std::memcpy(out, in->buf.data() + in->pos, n);
+    in->pos += n;
+    in->consumed += static_cast<std::int64_t>(n);
+    return static_cast<ssize_t>(n);
+  }
+};
 }  // namespace
 
 struct pcap_reader::handle {
@@ -87,7 +193,8 @@ struct pcap_reader::handle {
   // the rest in the file), so a record of exactly `snapshot` bytes asks the FILE* instead.
   std::uint32_t snapshot = 0;
   std::optional<pcap_filter> filter;  // files: run on every record in next()
-  bool pipe = false;  // a FIFO or pipe, not a regular file: next() may have to wait for it
+  std::optional<std::string> pending_filter;  // set_filter before a pipe's header came
+  std::unique_ptr<pipe_input> pipe;           // a FIFO or pipe, not a regular file
   ~handle() {
     if (p != nullptr) ::pcap_close(p);  // also closes the FILE* of offline captures
   }
@@ -100,21 +207,36 @@ pcap_reader& pcap_reader::operator=(pcap_reader&&) noexcept = default;
 pcap_reader::~pcap_reader() = default;
 
 pcap_reader pcap_reader::open(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
+  // O_NONBLOCK: opening a FIFO that no writer has opened yet does not wait for one.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     const int err = errno;
     throw pcap_error(pcap_errc::open_failed,
                      "cannot open capture " + path + ": " + std::strerror(err));
   }
   struct stat st {};
-  if (::fstat(::fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
-    std::fclose(f);
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    ::close(fd);
     throw pcap_error(pcap_errc::open_failed,
                      "cannot open capture " + path + ": not a regular file");
   }
   if (S_ISREG(st.st_mode) && st.st_size == 0) {
-    std::fclose(f);
+    ::close(fd);
     throw pcap_error(pcap_errc::empty_file, "empty capture file " + path + " (0 bytes)");
+  }
+  if (!S_ISREG(st.st_mode)) {  // a FIFO or pipe: the header is read by next(), see pipe_input
+    auto h = std::make_unique<handle>();
+    h->pipe = std::make_unique<pipe_input>();
+    h->pipe->fd = fd;
+    return pcap_reader(std::move(h), path, false);
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::FILE* f = ::fdopen(fd, "rb");
+  if (f == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    throw pcap_error(pcap_errc::open_failed,
+                     "cannot open capture " + path + ": " + std::strerror(err));
   }
   char errbuf[PCAP_ERRBUF_SIZE] = {};
   auto h = std::make_unique<handle>();
@@ -125,11 +247,7 @@ pcap_reader pcap_reader::open(const std::string& path) {
                      path + " is not a pcap or pcapng capture: " + errbuf);
   }
   h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
-  h->pipe = !S_ISREG(st.st_mode);
   h->next_offset = std::ftell(f);
-  // A pipe has no position (ftell fails): a classic file's header is 24 bytes, and every
-  // offset after it follows from the records' lengths.
-  if (h->pipe && h->next_offset < 0 && ::pcap_major_version(h->p) == 2) h->next_offset = 24;
   h->classic = h->next_offset == 24 && ::pcap_major_version(h->p) == 2;
   h->snapshot = static_cast<std::uint32_t>(::pcap_snapshot(h->p));
   const int dlt = ::pcap_datalink(h->p);
@@ -178,6 +296,10 @@ pcap_reader pcap_reader::open_live(const std::string& interface) {
 
 void pcap_reader::set_filter(const std::string& expression) {
   if (!h_) return;
+  if (!live_ && h_->p == nullptr) {  // a pipe whose header has not come: next() compiles it
+    h_->pending_filter = expression;
+    return;
+  }
   if (!live_) {
     if (expression.empty()) h_->filter.reset();
     else
@@ -202,12 +324,12 @@ void pcap_reader::set_filter(const std::string& expression) {
                                                 ::pcap_geterr(h_->p));
 }
 
-int pcap_reader::linktype() const noexcept { return h_ ? ::pcap_datalink(h_->p) : -1; }
+int pcap_reader::linktype() const noexcept { return h_ && h_->p ? ::pcap_datalink(h_->p) : -1; }
 
-int pcap_reader::snapshot() const noexcept { return h_ ? ::pcap_snapshot(h_->p) : -1; }
+int pcap_reader::snapshot() const noexcept { return h_ && h_->p ? ::pcap_snapshot(h_->p) : -1; }
 
 bool pcap_reader::seek(std::int64_t offset) noexcept {
-  if (!h_ || live_ || !h_->classic || offset < 0) return false;
+  if (!h_ || live_ || h_->pipe || !h_->classic || offset < 0) return false;
   if (::fseeko(::pcap_file(h_->p), static_cast<off_t>(offset), SEEK_SET) != 0) return false;
   h_->next_offset = offset;
   return true;
@@ -216,7 +338,7 @@ bool pcap_reader::seek(std::int64_t offset) noexcept {
 int pcap_reader::selectable_fd() const noexcept {
   if (!h_) return -1;
   if (live_) return ::pcap_get_selectable_fd(h_->p);
-  return h_->pipe ? ::fileno(::pcap_file(h_->p)) : -1;
+  return h_->pipe ? h_->pipe->fd : -1;
 }
 
 read_status pcap_reader::fail(pcap_errc code, std::string message) noexcept {
@@ -237,11 +359,75 @@ read_status pcap_reader::next(pcap_record& out) noexcept {
   }
 }
 
+read_status pcap_reader::start_pipe() noexcept {
+  pipe_input& in = *h_->pipe;
+  try {
+    if (in.eof && in.available() == 0 && in.consumed == 0)
+      return fail(pcap_errc::empty_file, "empty capture file " + name_ + " (0 bytes)");
+    const unsigned char* b = in.buf.data() + in.pos;
+    in.pcapng = in.available() >= 4 && b[0] == 0x0a && b[1] == 0x0d && b[2] == 0x0d && b[3] == 0x0a;
+    in.big_endian = in.available() >= 12 && (in.pcapng ? b[8] == 0x1a : b[0] == 0xa1);
+    std::FILE* f = ::fopencookie(&in, "rb", {&pipe_input::read_for_libpcap, nullptr, nullptr, nullptr});
+    if (f == nullptr) return fail(pcap_errc::read_failed, name_ + ": " + std::strerror(errno));
+    char errbuf[PCAP_ERRBUF_SIZE] = {};
+    h_->p = ::pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+    if (h_->p == nullptr) {
+      std::fclose(f);
+      return fail(pcap_errc::not_a_capture, name_ + " is not a pcap or pcapng capture: " + errbuf);
+    }
+    in.header_done = true;
+    h_->nano = ::pcap_get_tstamp_precision(h_->p) == PCAP_TSTAMP_PRECISION_NANO;
+    h_->classic = ::pcap_major_version(h_->p) == 2;
+    h_->snapshot = static_cast<std::uint32_t>(::pcap_snapshot(h_->p));
+    const int dlt = ::pcap_datalink(h_->p);
+    if (!is_supported_linktype(dlt))
+      return fail(pcap_errc::unsupported_linktype,
+                  "unsupported link type " + linktype_text(dlt) + " in " + name_);
+    if (h_->pending_filter) {
+      const std::string expression = *std::exchange(h_->pending_filter, std::nullopt);
+      set_filter(expression);
+    }
+    return read_status::ok;
+  } catch (const pcap_error& e) {  // set_filter: bad_filter
+    return fail(pcap_errc::bad_filter, e.what());
+  } catch (...) {  // bad_alloc while formatting: still report the error
+    return fail(pcap_errc::read_failed, {});
+  }
+}
+
 read_status pcap_reader::next_unfiltered(pcap_record& out) noexcept {
   if (done_ || !h_) return last_error_ ? read_status::error : read_status::end_of_file;
-  if (h_->pipe && !readable_now(::pcap_file(h_->p))) return read_status::again;
   std::int64_t offset = -1;
-  if (!live_) offset = h_->classic ? h_->next_offset : std::ftell(::pcap_file(h_->p));
+  if (h_->pipe) {
+    pipe_input& in = *h_->pipe;
+    if (!in.ready()) {
+      if (!in.fill()) {
+        const int err = errno;
+        try {
+          return fail(pcap_errc::read_failed, name_ + ": byte offset " +
+                                                  std::to_string(in.consumed + std::int64_t(in.available())) +
+                                                  " cannot be read: " + std::strerror(err));
+        } catch (...) {
+          return fail(pcap_errc::read_failed, {});
+        }
+      }
+      if (!in.ready() && !in.eof) return read_status::again;
+      if (in.eof && in.available() == 0 && in.header_done) {  // ends between records
+        done_ = true;
+        return read_status::end_of_file;
+      }
+    }
+    // The next unit is whole, or the writer has closed: libpcap reads to the end of what
+    // came and says where the capture stops.
+    in.limit = in.ready() ? in.pos + in.unit_size() : in.buf.size();
+    if (!in.header_done) {
+      if (const read_status s = start_pipe(); s != read_status::ok) return s;
+      return next_unfiltered(out);  // the first record
+    }
+    offset = in.consumed;
+  } else if (!live_) {
+    offset = h_->classic ? h_->next_offset : std::ftell(::pcap_file(h_->p));
+  }
   pcap_pkthdr* hdr = nullptr;
   const u_char* bytes = nullptr;
   const int rc = ::pcap_next_ex(h_->p, &hdr, &bytes);
@@ -268,13 +454,13 @@ read_status pcap_reader::next_unfiltered(pcap_record& out) noexcept {
     out.cap_len = hdr->caplen;
     out.wire_len = hdr->len;
     out.file_offset = offset;
-    if (h_->classic) {
+    if (h_->classic && !h_->pipe) {
       // At the snapshot length the record may have been longer (libpcap skipped the rest):
-      // ask the FILE*; a pipe cannot say, so its offsets are unknown (-1) from there on.
+      // ask the FILE*.
       if (hdr->caplen < h_->snapshot && h_->next_offset >= 0)
         h_->next_offset += 16 + std::int64_t{hdr->caplen};
       else
-        h_->next_offset = h_->pipe ? -1 : std::int64_t{::ftello(::pcap_file(h_->p))};
+        h_->next_offset = std::int64_t{::ftello(::pcap_file(h_->p))};
     }
     out.data = {reinterpret_cast<const std::byte*>(bytes), hdr->caplen};
     ++counters_.records;

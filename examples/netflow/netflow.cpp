@@ -23,7 +23,8 @@
 // written with null enrichment fields) or writing --output/--summary failed (a closed
 // output pipe too: SIGPIPE is ignored, EPIPE stops the run); 2 on bad arguments (the
 // message names the option and the value; a --filter libpcap cannot compile, with its
-// message) or an unreadable input.
+// message) or an unreadable input (a FIFO's header is read with its records: a FIFO that
+// carries no capture is a read error, 1).
 // --enrich [URL] adds "service" (IANA name of the lower port, /etc/services) and
 // "a_class"/"b_class" (IANA special-purpose address registries) to every row, through
 // three batched enrich stages; without URL an enrichment service runs in-process.

@@ -9,6 +9,7 @@
 #include "rill/connectors/pcap_reader.hpp"
 
 #include "captures.hpp"
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -480,13 +482,14 @@ TEST_F(pcap_files, fifo_input_returns_again_when_empty_and_names_offsets) {
   auto r = rill::pcap_reader::open(fifo.string());
   EXPECT_GE(r.selectable_fd(), 0);
   rill::pcap_record rec;
-  ASSERT_EQ(r.next(rec), read_status::ok);
+  read_status st;
+  while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  ASSERT_EQ(st, read_status::ok);
   EXPECT_EQ(rec.file_offset, 24);
   while (!paused) std::this_thread::sleep_for(std::chrono::milliseconds{1});
   EXPECT_EQ(r.next(rec), read_status::again);  // nothing written: no wait in read()
   EXPECT_EQ(r.next(rec), read_status::again);
   resume = true;
-  read_status st;
   while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
   ASSERT_EQ(st, read_status::ok);
   EXPECT_EQ(rec.file_offset, std::int64_t(second));
@@ -553,41 +556,50 @@ TEST_F(pcap_files, open_errors_name_the_file) {
 // 0x8A, top bit = power of two). Each packet's time comes from its own interface's
 // resolution, in integer math; an EPB naming interface 3, which has no IDB, is an error
 // naming the file and offset, after the three packets before it.
-TEST_F(pcap_files, c28_pcapng_timestamp_resolution_is_per_interface) {
-  auto block = [](std::uint32_t type, const std::string& body) {
-    std::string b;
-    const auto len = std::uint32_t(12 + (body.size() + 3) / 4 * 4);
-    put_u32(b, type, false);
-    put_u32(b, len, false);
-    b += body;
-    b.append((4 - body.size() % 4) % 4, '\0');
-    put_u32(b, len, false);
-    return b;
-  };
+// Little-endian pcapng blocks: one of `type` around `body` (padded to 4 bytes), a section
+// header (SHB, section length unknown), an Ethernet interface (IDB) with if_tsresol
+// `tsresol`, and an enhanced packet block (EPB) of `frame` on `interface` at `ts` units.
+std::string pcapng_block(std::uint32_t type, const std::string& body) {
+  std::string b;
+  const auto len = std::uint32_t(12 + (body.size() + 3) / 4 * 4);
+  put_u32(b, type, false);
+  put_u32(b, len, false);
+  b += body;
+  b.append((4 - body.size() % 4) % 4, '\0');
+  put_u32(b, len, false);
+  return b;
+}
+std::string pcapng_shb() {
   std::string shb;
   put_u32(shb, 0x1A2B3C4D, false);  // byte-order magic
   put_u16(shb, 1, false), put_u16(shb, 0, false);
   put_u32(shb, 0xffffffff, false), put_u32(shb, 0xffffffff, false);  // section length: unknown
-  auto idb = [](std::uint8_t tsresol) {
-    std::string b;
-    put_u16(b, 1, false), put_u16(b, 0, false);  // LINKTYPE_ETHERNET, reserved
-    put_u32(b, 262144, false);
-    put_u16(b, 9, false), put_u16(b, 1, false);  // if_tsresol, 1 byte
-    b += char(tsresol);
-    b.append(3, '\0');
-    put_u32(b, 0, false);  // opt_endofopt
-    return b;
-  };
+  return pcapng_block(0x0A0D0D0A, shb);
+}
+std::string pcapng_idb(std::uint8_t tsresol) {
+  std::string b;
+  put_u16(b, 1, false), put_u16(b, 0, false);  // LINKTYPE_ETHERNET, reserved
+  put_u32(b, 262144, false);
+  put_u16(b, 9, false), put_u16(b, 1, false);  // if_tsresol, 1 byte
+  b += char(tsresol);
+  b.append(3, '\0');
+  put_u32(b, 0, false);  // opt_endofopt
+  return pcapng_block(1, b);
+}
+template <class Frame>
+std::string pcapng_epb(std::uint32_t interface, std::uint64_t ts, const Frame& frame) {
+  std::string b;
+  put_u32(b, interface, false);
+  put_u32(b, std::uint32_t(ts >> 32), false), put_u32(b, std::uint32_t(ts), false);
+  put_u32(b, std::uint32_t(frame.size()), false), put_u32(b, std::uint32_t(frame.size()), false);
+  b.append(reinterpret_cast<const char*>(frame.data()), frame.size());
+  return pcapng_block(6, b);
+}
+
+TEST_F(pcap_files, c28_pcapng_timestamp_resolution_is_per_interface) {
   const auto frame = udp_frame(1000, 53);
-  auto epb = [&](std::uint32_t interface, std::uint64_t ts) {
-    std::string b;
-    put_u32(b, interface, false);
-    put_u32(b, std::uint32_t(ts >> 32), false), put_u32(b, std::uint32_t(ts), false);
-    put_u32(b, std::uint32_t(frame.size()), false), put_u32(b, std::uint32_t(frame.size()), false);
-    b.append(reinterpret_cast<const char*>(frame.data()), frame.size());
-    return block(6, b);
-  };
-  std::string file = block(0x0A0D0D0A, shb) + block(1, idb(6)) + block(1, idb(9)) + block(1, idb(0x8A));
+  auto epb = [&](std::uint32_t interface, std::uint64_t ts) { return pcapng_epb(interface, ts, frame); };
+  std::string file = pcapng_shb() + pcapng_idb(6) + pcapng_idb(9) + pcapng_idb(0x8A);
   file += epb(0, 1'700'000'000'123'456);
   file += epb(1, 1'700'000'000'123'456'789);
   file += epb(2, std::uint64_t{1'700'000'000} * 1024 + 512);
@@ -608,6 +620,118 @@ TEST_F(pcap_files, c28_pcapng_timestamp_resolution_is_per_interface) {
   EXPECT_EQ(r.counters().errors, 1u);
   EXPECT_NE(r.error_message().find(path.string()), std::string::npos) << r.error_message();
   EXPECT_NE(r.error_message().find("byte offset " + std::to_string(bad_offset)), std::string::npos)
+      << r.error_message();
+}
+
+// A FIFO that no writer has opened: open() returns at once (it does not wait in open(2)
+// for a writer) and next() returns `again`, also while the writer has written only part
+// of the 24-byte header; the header's link type is known from the first record on, and
+// the end comes when the writer closes. On failure the test opens a writer itself, so an
+// open() that waits returns.
+TEST_F(pcap_files, fifo_open_waits_neither_for_a_writer_nor_for_the_header) {
+  const std::string bytes = pcap_bytes(1, {rec(1, udp_frame(1, 2)), rec(2, udp_frame(3, 4))});
+  const auto fifo = dir_ / "nowriter.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto opening = std::async(std::launch::async, [&] { return rill::pcap_reader::open(fifo.string()); });
+  if (opening.wait_for(std::chrono::seconds{5}) != std::future_status::ready) {
+    ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));  // let open() return
+    FAIL() << "open() waits for a writer";
+  }
+  auto r = opening.get();
+  EXPECT_GE(r.selectable_fd(), 0);
+  rill::pcap_record rec;
+  EXPECT_EQ(r.next(rec), read_status::again);
+  EXPECT_EQ(r.linktype(), -1);  // no header yet
+  std::atomic<int> step{0};
+  std::thread writer([&] {
+    std::ofstream w(fifo, std::ios::binary);
+    w.write(bytes.data(), 10).flush();
+    step = 1;
+    while (step != 2) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    w.write(bytes.data() + 10, std::streamsize(bytes.size() - 10)).flush();
+  });
+  while (step != 1) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  EXPECT_EQ(r.next(rec), read_status::again);  // 10 of the header's 24 bytes
+  EXPECT_EQ(r.next(rec), read_status::again);
+  step = 2;
+  read_status st;
+  while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  ASSERT_EQ(st, read_status::ok) << r.error_message();
+  EXPECT_EQ(rec.file_offset, 24);
+  EXPECT_EQ(r.linktype(), 1);
+  while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  ASSERT_EQ(st, read_status::ok) << r.error_message();
+  EXPECT_EQ(rec.file_offset, 24 + 16 + 46);
+  writer.join();
+  while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  EXPECT_EQ(st, read_status::end_of_file) << r.error_message();
+  EXPECT_EQ(r.counters().records, 2u);
+}
+
+// A FIFO whose writer stops inside a record (16 of its 62 bytes written): next() returns
+// `again` instead of waiting in fread for the rest, then the record when it comes. On
+// failure the test lets the writer go on, so the waiting next() returns.
+TEST_F(pcap_files, fifo_input_returns_again_inside_a_record) {
+  const std::string bytes = pcap_bytes(1, {rec(1, udp_frame(1, 2)), rec(2, udp_frame(3, 4))});
+  const std::size_t second = 24 + 16 + 46, cut = second + 16;
+  const auto fifo = dir_ / "midrecord.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::atomic<bool> paused{false}, resume{false};
+  std::thread writer([&] {
+    std::ofstream w(fifo, std::ios::binary);
+    w.write(bytes.data(), std::streamsize(cut)).flush();
+    paused = true;
+    while (!resume) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    w.write(bytes.data() + cut, std::streamsize(bytes.size() - cut)).flush();
+  });
+  auto r = rill::pcap_reader::open(fifo.string());
+  rill::pcap_record rec;
+  read_status st;
+  while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  ASSERT_EQ(st, read_status::ok) << r.error_message();
+  while (!paused) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  std::this_thread::sleep_for(std::chrono::milliseconds{20});  // the 16 bytes are in the pipe
+  auto reading = std::async(std::launch::async, [&] { return r.next(rec); });
+  const bool returned = reading.wait_for(std::chrono::seconds{5}) == std::future_status::ready;
+  resume = true;
+  EXPECT_TRUE(returned) << "next() waits for the record's last byte";
+  EXPECT_EQ(reading.get(), read_status::again);
+  while ((st = r.next(rec)) == read_status::again) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  writer.join();
+  ASSERT_EQ(st, read_status::ok) << r.error_message();
+  EXPECT_EQ(rec.file_offset, std::int64_t(second));
+  EXPECT_EQ(r.counters().records, 2u);
+}
+
+// A pcapng capture cut inside its third packet block, through a FIFO: the two packets
+// before it, then truncated_record naming the FIFO and the cut block's byte offset, as
+// from a regular file (a pipe has no position: the reader counts the bytes libpcap read).
+TEST_F(pcap_files, fifo_pcapng_cut_off_names_the_block_offset) {
+  const auto frame = udp_frame(1000, 53);
+  std::string file = pcapng_shb() + pcapng_idb(6) + pcapng_epb(0, 1'700'000'000'000'000, frame) +
+                     pcapng_epb(0, 1'700'000'000'000'001, frame);
+  const auto cut_offset = file.size();
+  file += pcapng_epb(0, 1'700'000'000'000'002, frame).substr(0, 40);
+  const auto fifo = dir_ / "cut.pcapng.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary).write(file.data(), std::streamsize(file.size())); });
+  auto r = rill::pcap_reader::open(fifo.string());
+  rill::pcap_record rec;
+  std::vector<std::int64_t> offsets;
+  read_status st;
+  while ((st = r.next(rec)) == read_status::ok || st == read_status::again) {
+    if (st == read_status::ok) offsets.push_back(rec.file_offset);
+    else std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  }
+  writer.join();
+  const auto first = std::int64_t(pcapng_shb().size() + pcapng_idb(6).size());
+  EXPECT_EQ(offsets, (std::vector<std::int64_t>{first, first + std::int64_t(pcapng_epb(0, 0, frame).size())}));
+  ASSERT_EQ(st, read_status::error);
+  EXPECT_EQ(r.last_error(), pcap_errc::truncated_record);
+  EXPECT_EQ(r.error_message().rfind(fifo.string() + ": record at byte offset " + std::to_string(cut_offset) +
+                                        " is cut off (file ends inside it): ",
+                                    0),
+            0u)
       << r.error_message();
 }
 

@@ -186,33 +186,41 @@ struct fifo_run {
   json summary;
   std::uint64_t written = 0;
 };
-// Writes a pcapgen capture of `flows` x `per_flow` packets into a FIFO whose writer (cat,
-// then sleep 60) holds it open after the last packet, so the input has not ended when a
-// signal comes, however fast the run; runs netflow --workers 2 --window 1s on it; once
-// the workers run (>= 3 threads: main, control, workers) runs the bash `then` as a
-// function ($pid: netflow, $w: the writer; its status, or what it returns, is the
-// run's) and kills what is left.
-fifo_run run_through_fifo(const std::string& name, int flows, int per_flow, const std::string& then) {
-  fs::create_directories(scratch);
-  const auto capture = scratch / (name + ".pcap"), fifo = scratch / (name + ".fifo");
-  const std::string gen = std::string(PCAPGEN_BINARY) + " --output " + capture.string() + " --flows " +
+// Writes a pcapgen capture of `flows` x `per_flow` packets (--jitter 1ms) to `path`.
+bool pcapgen(const fs::path& path, int flows, int per_flow) {
+  fs::create_directories(path.parent_path());
+  const std::string gen = std::string(PCAPGEN_BINARY) + " --output " + path.string() + " --flows " +
                           std::to_string(flows) + " --packets-per-flow " + std::to_string(per_flow) +
                           " --jitter 1ms --quiet";
+  return std::system(gen.c_str()) == 0;
+}
+// Writes a pcapgen capture of `flows` x `per_flow` packets into a FIFO whose writer (the
+// bash `write`, "cat $capture" unless given, then sleep 60) holds it open after the last
+// byte, so the input has not ended when a signal comes, however fast the run; an empty
+// `write`: nothing ever opens the FIFO for writing. Runs netflow --workers 2 --window 1s
+// on it (and the arguments `also`); once the workers run (>= 3 threads: main, control,
+// workers) runs the bash `then` as a function ($pid: netflow, $w: the writer; its status,
+// or what it returns, is the run's) and kills what is left.
+fifo_run run_through_fifo(const std::string& name, int flows, int per_flow, const std::string& then,
+                          const std::string& write = "cat \"$capture\"", const std::string& also = "") {
+  const auto capture = scratch / (name + ".pcap"), fifo = scratch / (name + ".fifo");
   fifo_run r;
-  if (std::system(gen.c_str()) != 0) return r;
+  if (!pcapgen(capture, flows, per_flow)) return r;
   fs::remove(fifo);
   const auto out = scratch / (name + ".jsonl"), sum = scratch / (name + ".summary.json");
-  const std::string cmd = "mkfifo " + fifo.string() + "; ( cat " + capture.string() + "; exec sleep 60 ) > " +
-                          fifo.string() + " 2>/dev/null & w=$!; " + std::string(NETFLOW_BINARY) +
-                          " --input " + fifo.string() + " --workers 2 --window 1s --output " + out.string() +
-                          " --summary " + sum.string() +
+  const std::string writer = write.empty() ? "sleep 60 & w=$!; "
+                                           : "( " + write + "; exec sleep 60 ) > " + fifo.string() +
+                                                 " 2>/dev/null & w=$!; ";
+  const std::string cmd = "capture=" + capture.string() + "; mkfifo " + fifo.string() + "; " + writer +
+                          std::string(NETFLOW_BINARY) + " --input " + fifo.string() + " " + also +
+                          " --workers 2 --window 1s --output " + out.string() + " --summary " + sum.string() +
                           " 2>/dev/null & pid=$!; for i in $(seq 1000); do"
                           " [ $(ls /proc/$pid/task 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.01; done;"
                           " then_() { " + then + "; }; then_; rc=$?; kill $w $pid 2>/dev/null; wait $w 2>/dev/null; exit $rc";
   r.status = std::system(("bash -c '" + cmd + "'").c_str());
   fs::remove(fifo);
   fs::remove(capture);
-  if (!fs::exists(sum)) return r;
+  if (!fs::exists(sum) || fs::file_size(sum) == 0) return r;  // none written: netflow failed
   r.summary = json::parse(slurp(sum));
   std::istringstream lines(slurp(out));
   for (std::string line; std::getline(lines, line);) r.written += json::parse(line)["packets"].get<std::uint64_t>();
@@ -238,16 +246,45 @@ TEST(netflow, sigterm_drains_and_flushes_everything_read) {
 // does not wait in read() for bytes that never come (pcap_reader returns `again` on an
 // empty pipe), so netflow drains, writes every packet it read and exits 0 within 10 s,
 // while the writer still holds the FIFO (it is killed only after netflow ended).
+// run_through_fifo's `then`: SIGINT 1 s after the workers started; the exit status is
+// netflow's, or 124 when it was still running 10 s after SIGINT.
+const std::string sigint_after_1s = "sleep 1; kill -INT $pid; for i in $(seq 100); do"
+                                    " kill -0 $pid 2>/dev/null || { wait $pid; return $?; }; sleep 0.1; done; return 124";
+
 TEST(netflow, sigint_stops_a_fifo_input_whose_writer_is_silent) {
-  // Exit status: netflow's, or 124 when it was still running 10 s after SIGINT.
-  const auto r = run_through_fifo("sigint", 20, 50,
-                                  "sleep 1; kill -INT $pid; for i in $(seq 100); do"
-                                  " kill -0 $pid 2>/dev/null || { wait $pid; return $?; }; sleep 0.1; done; return 124");
+  const auto r = run_through_fifo("sigint", 20, 50, sigint_after_1s);
   ASSERT_TRUE(WIFEXITED(r.status));
   ASSERT_EQ(WEXITSTATUS(r.status), 0) << "124: still running 10 s after SIGINT";
   ASSERT_TRUE(r.summary.is_object());
   EXPECT_EQ(r.summary["packets"].get<std::uint64_t>(), 1'000u);  // all written before the signal
   EXPECT_EQ(r.written, 1'000u);
+}
+
+// SIGINT while a FIFO input has no writer yet, while its writer has written 10 of the
+// header's 24 bytes, and while it has stopped inside the last record (all but its last 10
+// bytes written): each is a stop, as on an empty pipe. The FIFO gives its whole records
+// (none, none, all but the last), the other input (a 100-packet capture file, read to
+// its end meanwhile) all of its, every packet read is in the rows, and the exit status
+// is 0 within 10 s of SIGINT.
+TEST(netflow, sigint_while_a_fifo_input_opens_or_is_inside_a_record_is_a_stop) {
+  const auto other = scratch / "fifo_other.pcap";
+  ASSERT_TRUE(pcapgen(other, 5, 20));
+  const struct {
+    const char* name;
+    std::string write;
+    std::uint64_t from_fifo;
+  } cases[] = {{"fifo_no_writer", "", 0},
+               {"fifo_part_header", "head -c 10 \"$capture\"", 0},
+               {"fifo_mid_record", "head -c -10 \"$capture\"", 199}};
+  for (const auto& c : cases) {
+    const auto r = run_through_fifo(c.name, 20, 10, sigint_after_1s, c.write, "--input " + other.string());
+    ASSERT_TRUE(WIFEXITED(r.status)) << c.name;
+    EXPECT_EQ(WEXITSTATUS(r.status), 0) << c.name << " (2: interrupted open; 124: still running 10 s after SIGINT)";
+    ASSERT_TRUE(r.summary.is_object()) << c.name;
+    EXPECT_EQ(r.summary["packets"].get<std::uint64_t>(), 100 + c.from_fifo) << c.name;
+    EXPECT_EQ(r.written, 100 + c.from_fifo) << c.name;
+  }
+  fs::remove(other);
 }
 
 // Oversubscription: rill::max_workers (1024) workers on a 2-core machine read

@@ -152,7 +152,7 @@ class pcap_frame_source {
   class reader {
    public:
     reader(pcap_reader r, std::shared_ptr<pcap_source_stats> s)
-        : r_(std::move(r)), stats_(std::move(s)), linktype_(r_.linktype()) {}
+        : r_(std::move(r)), stats_(std::move(s)) {}
 
     /// Reads up to `max` records, emitting one record<pcap_frame, unacked> each. Never blocks
     /// (live: returns idle when nothing is there). On the split's worker.
@@ -169,6 +169,7 @@ class pcap_frame_source {
           bytes += rec.wire_len;
           record<pcap_frame, unacked> out;  // default-initialised: the byte buffer is not zeroed
           out.time = rec.time;
+          if (linktype_ < 0) linktype_ = r_.linktype();
           out.value.assign(linktype_, rec);
           emit(std::move(out));
           continue;
@@ -197,7 +198,7 @@ class pcap_frame_source {
    private:
     pcap_reader r_;
     std::shared_ptr<pcap_source_stats> stats_;
-    int linktype_;
+    int linktype_ = -1;  // known after the first record (a FIFO's header comes with it)
   };
 
   /// Opens split i (blocking: opens the file, reads its header). Throws pcap_error (see

@@ -25,6 +25,15 @@
 // reports through read_status + last_error() + error_message(); every message names the
 // file (or interface), and for a record that cannot be read, its byte offset.
 //
+// FIFOs and pipes never block: open() opens one without waiting for a writer, and
+// next() reads only what has come (O_NONBLOCK), handing libpcap a record (pcapng: the
+// blocks up to the next packet block) only once all its bytes are there. Until then
+// next() returns `again`, whether no writer has opened the FIFO yet, the header is not all
+// written or the writer has stopped inside a record, so the caller can stop at any time.
+// The header is read with the first record: its errors (empty_file, not_a_capture,
+// unsupported_linktype, and bad_filter for a filter set before it came) come from next(),
+// not open(). Byte offsets count the bytes read, as a file's position.
+//
 // Thread safety: a pcap_reader belongs to one thread (one worker) at a time.
 // Distinct objects: safe. Shared objects: unsafe. Movable, not copyable.
 #pragma once
@@ -84,7 +93,7 @@ struct pcap_record {
 enum class read_status {
   ok,           ///< a record/packet was returned
   end_of_file,  ///< clean end of the file (every record returned); stays so
-  again,        ///< live, or a FIFO/pipe with nothing written yet: nothing now; wait on selectable_fd() (or a timer) and call again
+  again,        ///< live, or a FIFO/pipe whose next record is not all written: nothing now; wait on selectable_fd() (or a timer) and call again
   error,        ///< see last_error() / error_message(); the reader stays in error
 };
 
@@ -103,7 +112,9 @@ class pcap_filter;
 class pcap_reader {
  public:
   /// Opens a capture file (pcap µs/ns, both byte orders, pcapng) with ns precision.
-  /// Blocking (opens the file, reads its header). Any thread.
+  /// Blocking for a regular file (opens it, reads its header); a FIFO or pipe is opened
+  /// without waiting for a writer and its header is read by next() (see the banner). Any
+  /// thread.
   /// @throws pcap_error open_failed (missing/unreadable/not a regular file), empty_file,
   ///         not_a_capture, unsupported_linktype ("unsupported link type 192 (PPI) in F").
   ///         Every message contains `path`.
@@ -127,8 +138,8 @@ class pcap_reader {
   /// 2262-04-11T23:47:16.854775807Z (pcapng's 64-bit timestamps reach that far; classic
   /// pcap's end in 2106) is a read_failed error naming the file, the record's byte offset
   /// and its timestamp: it has no event time, and a saturated one would misplace it in
-  /// every window. A FIFO or pipe with nothing written yet returns `again` (a record
-  /// written in part still blocks until its last byte comes). Owning thread only.
+  /// every window. A FIFO or pipe returns `again` while the next record (or the header) is
+  /// not all there; it never blocks. Owning thread only.
   read_status next(pcap_record& out) noexcept;
 
   /// Next record, decoded (rill::decode). Counts truncated/malformed packets. Same
@@ -145,11 +156,12 @@ class pcap_reader {
   ///         reader is unchanged).
   void set_filter(const std::string& expression);
 
-  /// Link type of the capture (DLT value from pcap_datalink, e.g. 1, 12 for raw IP).
+  /// Link type of the capture (DLT value from pcap_datalink, e.g. 1, 12 for raw IP); -1
+  /// for a FIFO or pipe until next() has read its header.
   int linktype() const noexcept;
   /// Snapshot length libpcap applies (pcap_snapshot): the file header's snaplen, or the
   /// link type's maximum when that field is 0 or too large. Bytes. Records with a larger
-  /// caplen come back cut to it. -1 when moved from.
+  /// caplen come back cut to it. -1 when moved from, or a FIFO's header has not come.
   int snapshot() const noexcept;
   /// Classic pcap files only: the next next() reads the record whose 16-byte header
   /// starts at byte `offset` (as pcap_record::file_offset reports it) and continues from
@@ -176,6 +188,7 @@ class pcap_reader {
   pcap_reader(std::unique_ptr<handle> h, std::string name, bool live);
   read_status fail(pcap_errc code, std::string message) noexcept;
   read_status next_unfiltered(pcap_record& out) noexcept;
+  read_status start_pipe() noexcept;
 
   std::unique_ptr<handle> h_;
   std::string name_;

@@ -24,6 +24,9 @@
 // are opened when the job is instantiated). A file cut off mid-record is NOT an
 // exception: every complete record before it goes through the pipeline, the split ends,
 // and "FILE: ... at byte offset N" lands in run_report::errors (and stats->errors).
+// A FIFO or pipe is opened without waiting for a writer and its header is read with its
+// records (pcap_reader), so its header's errors land there too, and a stop request ends
+// it wherever its writer is.
 // A live split never ends by itself: it ends on runtime::request_stop() / SIGINT.
 //
 // Splitting one file (pcap_source_options::splits_per_file = N >= 1): a classic pcap file
