@@ -104,8 +104,8 @@ start generator -- --out connect:$L:$p_idx --back listen:$L:$p_gen --bytes "$byt
 # `wait PID` for the status of each one gone (bash keeps the status of every background
 # pid): `wait -n` forgets a child bash reaped while it waited for another one ("no such
 # job"), so a killed role could go unnamed. The pause between polls is a timed `read` on
-# a pipe nobody writes to, a builtin: forking `sleep` 50 times a second took a vCPU from
-# the roles for about 1 ms every 22 ms, which showed as the requests' p99.
+# a pipe nobody writes to, a builtin: a forked `sleep` takes a vCPU from the roles for
+# about 1 ms at every poll (bench/RESULTS.md "a stall the run script made").
 exec {nap}<> <(:)
 status=0
 left=("${pids[@]}")
