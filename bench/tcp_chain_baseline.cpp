@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -177,7 +178,7 @@ void relay_loop(int in, Fn&& fn) {
   }
 }
 
-int generator(const options& o, int out, int back) {
+int generator(const options& o, int out, int back, std::FILE* latency_file) {
   rill::histogram lat;  // round trips, ns; written by the answers thread only
   std::vector<std::uint64_t> all;  // the same, each one, with --latency-out
   std::uint64_t real_sent = 0;
@@ -240,10 +241,9 @@ int generator(const options& o, int out, int back) {
       "latency: average %.3f ms, p1/p10/p50/p90/p99/p99.9 = %.3f/%.3f/%.3f/%.3f/%.3f/%.3f ms (N = "
       "%llu)\n",
       lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), pct(99.9), answered);
-  if (!o.latency_out.empty()) {
-    FILE* f = std::fopen(o.latency_out.c_str(), "w");
-    for (std::size_t i = 0; f && i < all.size(); ++i) std::fprintf(f, "%llu\n", (unsigned long long)all[i]);
-    if (!f || std::fclose(f) != 0) die(("--latency-out " + o.latency_out).c_str());
+  if (latency_file != nullptr) {
+    for (const auto ns : all) std::fprintf(latency_file, "%llu\n", (unsigned long long)ns);
+    if (std::fclose(latency_file) != 0) die(("--latency-out " + o.latency_out).c_str());
   }
   return lat.count() == real_sent ? 0 : 1;
 }
@@ -338,6 +338,12 @@ int main(int argc, char** argv) {
     }
   }
   o.bytes = o.bytes / blob * blob;
+  // Opened before the run (an unwritable path fails at once); the generator's child writes it.
+  std::FILE* latency_file = nullptr;
+  if (!o.latency_out.empty() && (latency_file = std::fopen(o.latency_out.c_str(), "w")) == nullptr) {
+    std::fprintf(stderr, "--latency-out %s: %s\n", o.latency_out.c_str(), std::strerror(errno));
+    return 2;
+  }
   if (o.disk) {
     std::system(("rm -rf '" + o.dir + "' && mkdir -p '" + o.dir + "'").c_str());
   }
@@ -375,7 +381,7 @@ int main(int argc, char** argv) {
       const int self = connect_to(p_gen);
       const int back = accept_one(l_gen);
       ::close(self);
-      return generator(o, out, back);
+      return generator(o, out, back, latency_file);
     });
   } else {
     spawn([&] {
@@ -429,7 +435,7 @@ int main(int argc, char** argv) {
       close_except({l_gen});
       const int out = connect_to(p_idx);
       const int back = accept_one(l_gen);
-      return generator(o, out, back);
+      return generator(o, out, back, latency_file);
     });
   }
   close_except({});

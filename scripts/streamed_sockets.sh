@@ -14,7 +14,8 @@
 # Exit status: 0 ok; 1 a role failed (its log is printed and the other roles are stopped)
 # or the copies differ; 2 bad arguments (the message names the option and the value).
 # --bytes must be a multiple of 32 (the record size), 32 B to 1 PiB. Logs go to --work DIR
-# (kept), or to a temporary directory removed after a successful run. --latency-out: the
+# (kept), or to a temporary directory removed after a successful run; a failed or stopped
+# run keeps the logs there and removes the segment files. --latency-out: the
 # generator writes every real request's round trip there (ns, one per line).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,7 +71,13 @@ if [ $disk = 1 ]; then dir_idx=(--dir "$work/indexer"); dir_fwd=(--dir "$work/fo
 
 pids=()
 declare -A role_of
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+# On a failure or a signal: stop the roles and remove the segment files (a stopped 3 GiB
+# run leaves a GB of them); the logs stay in $work.
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work/indexer" "$work/forwarder"
+}
 trap cleanup EXIT
 # start ROLE PORT... -- ARGS: runs one role in the background, then waits until it listens
 # on every PORT (or has exited: the wait below reports it). Each role starts after the
@@ -81,9 +88,8 @@ start() {
   shift
   while [ "$1" != -- ]; do ports+=("$1"); shift; done
   shift
-  # bash starts a background job with SIGINT and SIGQUIT ignored: give them back, so that
-  # `kill -INT` (or ^C) stops a role as it would stop the role run by hand.
-  (trap - INT QUIT; exec "$bin" --role "$role" "$@") >"$work/$role.log" 2>&1 & pids+=($!); role_of[$!]=$role
+  # (bash starts a background job with SIGINT and SIGQUIT ignored; each role sets them back.)
+  "$bin" --role "$role" "$@" >"$work/$role.log" 2>&1 & pids+=($!); role_of[$!]=$role
   for p in "${ports[@]}"; do
     for ((i = 0; i < 2000; i++)); do  # up to about 10 s
       awk -v p="$(printf ':%04X' "$p")" '$2 ~ p"$" && $4 == "0A" { f = 1 } END { exit !f }' \

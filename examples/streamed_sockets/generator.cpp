@@ -6,6 +6,8 @@
 // thread's scheduling (a thread that only receives answers uses little CPU, and the
 // kernel runs it soon after it wakes).
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -31,6 +33,14 @@ int generator(const config& c) {
   auto& m = *c.metrics;
   auto& lat = m.cell(m.add_histogram("rill_generator_round_trip_seconds", "real request round trip", 1e-9), 0);
   std::vector<std::uint64_t> round_trips;  // --latency-out only; the answers thread's
+  std::ofstream latency_file;  // opened now: an unwritable path fails before the run
+  if (!c.latency_out.empty()) {
+    latency_file.open(c.latency_out);
+    if (!latency_file) {
+      std::fprintf(stderr, "generator: --latency-out %s: %s\n", c.latency_out.c_str(), std::strerror(errno));
+      return 2;
+    }
+  }
   auto& sent_total = m.cell(m.add_counter("rill_generator_records_sent_total", "records sent"), 0);
   std::vector<std::byte> chunk;  // records built in place, handed to the sink at once
   auto t0 = clk::now();  // reset when both connections are up (start_when_connected)
@@ -150,9 +160,8 @@ int generator(const config& c) {
       lat.mean() / 1e6, pct(1), pct(10), pct(50), pct(90), pct(99), pct(99.9),
       (unsigned long long)lat.count());
   if (!c.latency_out.empty()) {
-    std::ofstream f(c.latency_out);
-    for (auto ns : round_trips) f << ns << '\n';
-    if (!f.flush()) {
+    for (auto ns : round_trips) latency_file << ns << '\n';
+    if (!latency_file.flush()) {
       std::fprintf(stderr, "generator: --latency-out %s: cannot write\n", c.latency_out.c_str());
       return 1;
     }

@@ -34,6 +34,10 @@ using streamed_sockets::config;
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // belt and braces: Asio already sends with MSG_NOSIGNAL
+  // SIGINT and SIGQUIT stop a role (their default action) even when it was started with
+  // them ignored, as a shell does for a background job: `kill -INT` must not go unheard.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGQUIT, SIG_DFL);
   config c;
   std::int64_t tick_us = c.tick.count();
   CLI::App app{"streamed_sockets: one role of the five-process TCP latency test"};

@@ -32,6 +32,8 @@ TEST(streamed_sockets_cli, numbers_out_of_range_name_the_option_and_the_value) {
   expect_usage_error(sockets + " --role indexer --in listen:127.0.0.1:0 --buffer -1",
                      {"--buffer: must be >= 1, got -1"});
   expect_usage_error(sockets + " --role generator", {"--role generator needs --out"});
+  // Found before the run, not after it.
+  expect_usage_error(gen + " --latency-out /proc/no/such/file", {"--latency-out /proc/no/such/file", "No such file"});
 }
 
 TEST(streamed_sockets_cli, script_rejects_huge_numbers_without_shell_errors) {
@@ -53,7 +55,8 @@ TEST(streamed_sockets_cli, script_rejects_huge_numbers_without_shell_errors) {
 // A role stopped by a signal mid-stream makes the script exit 1 naming that role and its
 // status, and leaves no role running: SIGKILL to the generator (the other roles then end
 // on their own, which is what made a `wait -n` lose the killed one), and SIGINT to the
-// processor (which bash would start ignoring SIGINT, as every background job). The
+// processor (a role sets SIGINT back to its default action: bash starts every background
+// job with it ignored). The segment files go, the logs stay. The
 // generator starts last, once the others listen; 3 GiB at 0.2 GB/s would run for 15 s.
 void signal_a_role(const std::string& signal, const std::string& role, int port_offset,
                    const std::string& status, int base) {
@@ -61,19 +64,23 @@ void signal_a_role(const std::string& signal, const std::string& role, int port_
   const std::string who = "--role [" + role.substr(0, 1) + "]" + role.substr(1) + " --" +
                           (role == "generator" ? "out connect" : "in listen") +
                           ":127.0.0.1:" + std::to_string(base + port_offset);
-  // set -m: the script runs as from an interactive shell (job control), not as a
-  // background job of this one, which bash would start with SIGINT ignored for good.
-  const auto r = run("(set -m; " + sockets_script + " --bin " + sockets +
+  // The script runs as a background job of this shell, which bash starts with SIGINT
+  // ignored; each role sets it back.
+  const auto work = scratch / ("signalled-" + role);
+  const auto r = run("(" + sockets_script + " --bin " + sockets +
                      " --bytes 3221225472 --rate 0.2 --base-port " + std::to_string(base) +
-                     " --work " + (scratch / ("signalled-" + role)).string() + " & s=$!; " +
+                     " --work " + work.string() + " & s=$!; " +
                      "for i in $(seq 200); do pgrep -f -- \"--role [g]enerator --out connect:127.0.0.1:" +
                      std::to_string(base + 1) + "\" >/dev/null && break; sleep 0.05; done; " +
                      "pkill -" + signal + " -f -- \"" + who + "\"; wait $s; echo script=$?; sleep 0.2; " +
-                     "pgrep -f -- \"[1]27.0.0.1:" + std::to_string(base + 4) + "\" || echo none-left)");
+                     "pgrep -f -- \"[1]27.0.0.1:" + std::to_string(base + 4) + "\" || echo none-left; " +
+                     "ls -d " + work.string() + "/indexer " + work.string() + "/forwarder 2>/dev/null || echo no-segments)");
   EXPECT_TRUE(has(r.out, "script=1")) << r.out << r.err;
   EXPECT_TRUE(has(r.err, "the " + role + " exited with status " + status)) << r.err;
   EXPECT_FALSE(has(r.err, "no such job")) << r.err;
   EXPECT_TRUE(has(r.out, "none-left")) << r.out;
+  EXPECT_TRUE(has(r.out, "no-segments")) << r.out;  // the logs stay, the segment files go
+  EXPECT_TRUE(std::filesystem::exists(work / (role + ".log")));
 }
 
 TEST(streamed_sockets_cli, script_names_a_killed_role_and_stops_the_others) {
