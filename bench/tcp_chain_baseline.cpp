@@ -186,8 +186,9 @@ int generator(const options& o, int out, int back, std::FILE* latency_file) {
     relay_loop(back, [&](const unsigned char* p, std::size_t n) {
       const auto t = now_ns();
       for (std::size_t i = 0; i < n; ++i) {
-        lat.record(t - get64(p + i * blob + 16));
-        if (!o.latency_out.empty()) all.push_back(t - get64(p + i * blob + 16));
+        const std::uint64_t ns = t - get64(p + i * blob + 16);
+        lat.record(ns);
+        if (latency_file != nullptr) all.push_back(ns);
       }
     });
   });

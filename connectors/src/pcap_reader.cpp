@@ -134,8 +134,6 @@ struct pipe_input {
     }
   }
 
-  bool ready() const noexcept { return unit_size() <= available(); }
-
   // Reads what the pipe holds now, until the next unit is whole, without waiting. False
   // on a read error (errno says which).
   bool fill() noexcept {
@@ -145,10 +143,10 @@ struct pipe_input {
       limit -= pos;
       pos = 0;
     }
-    while (!ready()) {
+    for (std::size_t unit; (unit = unit_size()) > available();) {
       const std::size_t old = buf.size();
       try {
-        buf.resize(old + std::max<std::size_t>(64 * 1024, unit_size() - available()));
+        buf.resize(old + std::max<std::size_t>(64 * 1024, unit - available()));
       } catch (...) {
         buf.resize(old);
         errno = ENOMEM;
@@ -198,6 +196,23 @@ struct pcap_reader::handle {
   ~handle() {
     if (p != nullptr) ::pcap_close(p);  // also closes the FILE* of offline captures
   }
+  // Hands the capture stream `f` to libpcap, which reads its header (a file's at open(), a
+  // pipe's at its first next()), and checks the link type; sets p, nano and snapshot. The
+  // error (code, message naming `name`), if any; f then belongs to p, or is closed.
+  std::optional<std::pair<pcap_errc, std::string>> adopt(std::FILE* f, const std::string& name) {
+    char errbuf[PCAP_ERRBUF_SIZE] = {};
+    p = ::pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+    if (p == nullptr) {
+      std::fclose(f);  // libpcap leaves the FILE* to us when it fails
+      return std::pair{pcap_errc::not_a_capture, name + " is not a pcap or pcapng capture: " + errbuf};
+    }
+    nano = ::pcap_get_tstamp_precision(p) == PCAP_TSTAMP_PRECISION_NANO;
+    snapshot = static_cast<std::uint32_t>(::pcap_snapshot(p));
+    const int dlt = ::pcap_datalink(p);
+    if (!is_supported_linktype(dlt))
+      return std::pair{pcap_errc::unsupported_linktype, "unsupported link type " + linktype_text(dlt) + " in " + name};
+    return std::nullopt;
+  }
 };
 
 pcap_reader::pcap_reader(std::unique_ptr<handle> h, std::string name, bool live)
@@ -238,23 +253,10 @@ pcap_reader pcap_reader::open(const std::string& path) {
     throw pcap_error(pcap_errc::open_failed,
                      "cannot open capture " + path + ": " + std::strerror(err));
   }
-  char errbuf[PCAP_ERRBUF_SIZE] = {};
   auto h = std::make_unique<handle>();
-  h->p = ::pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, errbuf);
-  if (h->p == nullptr) {
-    std::fclose(f);  // libpcap leaves the FILE* to us when it fails
-    throw pcap_error(pcap_errc::not_a_capture,
-                     path + " is not a pcap or pcapng capture: " + errbuf);
-  }
-  h->nano = ::pcap_get_tstamp_precision(h->p) == PCAP_TSTAMP_PRECISION_NANO;
+  if (auto e = h->adopt(f, path)) throw pcap_error(e->first, e->second);
   h->next_offset = std::ftell(f);
   h->classic = h->next_offset == 24 && ::pcap_major_version(h->p) == 2;
-  h->snapshot = static_cast<std::uint32_t>(::pcap_snapshot(h->p));
-  const int dlt = ::pcap_datalink(h->p);
-  if (!is_supported_linktype(dlt)) {
-    throw pcap_error(pcap_errc::unsupported_linktype,
-                     "unsupported link type " + linktype_text(dlt) + " in " + path);
-  }
   return pcap_reader(std::move(h), path, false);
 }
 
@@ -369,20 +371,9 @@ read_status pcap_reader::start_pipe() noexcept {
     in.big_endian = in.available() >= 12 && (in.pcapng ? b[8] == 0x1a : b[0] == 0xa1);
     std::FILE* f = ::fopencookie(&in, "rb", {&pipe_input::read_for_libpcap, nullptr, nullptr, nullptr});
     if (f == nullptr) return fail(pcap_errc::read_failed, name_ + ": " + std::strerror(errno));
-    char errbuf[PCAP_ERRBUF_SIZE] = {};
-    h_->p = ::pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, errbuf);
-    if (h_->p == nullptr) {
-      std::fclose(f);
-      return fail(pcap_errc::not_a_capture, name_ + " is not a pcap or pcapng capture: " + errbuf);
-    }
+    if (auto e = h_->adopt(f, name_)) return fail(e->first, std::move(e->second));
     in.header_done = true;
-    h_->nano = ::pcap_get_tstamp_precision(h_->p) == PCAP_TSTAMP_PRECISION_NANO;
     h_->classic = ::pcap_major_version(h_->p) == 2;
-    h_->snapshot = static_cast<std::uint32_t>(::pcap_snapshot(h_->p));
-    const int dlt = ::pcap_datalink(h_->p);
-    if (!is_supported_linktype(dlt))
-      return fail(pcap_errc::unsupported_linktype,
-                  "unsupported link type " + linktype_text(dlt) + " in " + name_);
     if (h_->pending_filter) {
       const std::string expression = *std::exchange(h_->pending_filter, std::nullopt);
       set_filter(expression);
@@ -400,7 +391,8 @@ read_status pcap_reader::next_unfiltered(pcap_record& out) noexcept {
   std::int64_t offset = -1;
   if (h_->pipe) {
     pipe_input& in = *h_->pipe;
-    if (!in.ready()) {
+    std::size_t unit = in.unit_size();
+    if (unit > in.available()) {
       if (!in.fill()) {
         const int err = errno;
         try {
@@ -411,7 +403,8 @@ read_status pcap_reader::next_unfiltered(pcap_record& out) noexcept {
           return fail(pcap_errc::read_failed, {});
         }
       }
-      if (!in.ready() && !in.eof) return read_status::again;
+      unit = in.unit_size();  // fill() may have dropped the bytes before pos
+      if (unit > in.available() && !in.eof) return read_status::again;
       if (in.eof && in.available() == 0 && in.header_done) {  // ends between records
         done_ = true;
         return read_status::end_of_file;
@@ -419,7 +412,7 @@ read_status pcap_reader::next_unfiltered(pcap_record& out) noexcept {
     }
     // The next unit is whole, or the writer has closed: libpcap reads to the end of what
     // came and says where the capture stops.
-    in.limit = in.ready() ? in.pos + in.unit_size() : in.buf.size();
+    in.limit = unit <= in.available() ? in.pos + unit : in.buf.size();
     if (!in.header_done) {
       if (const read_status s = start_pipe(); s != read_status::ok) return s;
       return next_unfiltered(out);  // the first record

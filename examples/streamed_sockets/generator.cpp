@@ -57,8 +57,9 @@ int generator(const config& c) {
   back.on_records([&](std::uint64_t, std::span<const std::span<const std::byte>> recs) {
     const auto t = now_ns();
     for (auto r : recs) {
-      lat.record(t - get64(r.data() + 16));
-      if (!c.latency_out.empty()) round_trips.push_back(t - get64(r.data() + 16));
+      const std::uint64_t ns = t - get64(r.data() + 16);
+      lat.record(ns);
+      if (!c.latency_out.empty()) round_trips.push_back(ns);
     }
     real_got.fetch_add(recs.size());
     if (all_answered()) stop_both();
