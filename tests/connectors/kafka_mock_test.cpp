@@ -1344,9 +1344,10 @@ TEST_F(KafkaMock, PartitionsBehindCountsUntilThePartitionEofIsTaken) {
 
 // stop_when_idle on a Kafka input with partitions whose fetches are slow: 2 mock brokers,
 // partitions 0 and 1 led by broker 1, 2 and 3 by broker 2, which answers every request
-// after 3 s (a loaded broker); 50 records per partition; one split reads all 4 (one
-// group member: the mock's coordinator rebalances a two-member group erratically, see
-// KafkaMock::src). Clients bootstrap from broker 1, the group's coordinator.
+// after 3 s (a loaded broker); 50 records per partition, in one batch each; one split
+// reads all 4 (one group member: the mock's coordinator rebalances a two-member group
+// erratically, see KafkaMock::src). Clients bootstrap from broker 1, the group's
+// coordinator.
 // stop_when_idle = 1 s:
 //   - activity = consumed records: partitions 0 and 1 are read within a second, the
 //     first fetch of 2 and 3 needs several 3 s round trips, so the run stops with 100
@@ -1370,6 +1371,11 @@ TEST(KafkaMockSlowBroker, IdleStopWaitsForPartitionsWhoseFetchesAreSlow) {
     std::string e;
     std::unique_ptr<RdKafka::Conf> c(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     c->set("bootstrap.servers", all, e);
+    // The mock broker answers a fetch with one message set (the batch one produce request
+    // appended), so each slow partition's batches cost a 3 s round trip each. A linger
+    // longer than the produce loop puts each partition's 50 records into one batch, however
+    // loaded the machine; flush() sends them without waiting for it.
+    c->set("linger.ms", "5000", e);
     std::unique_ptr<RdKafka::Producer> prod(RdKafka::Producer::create(c.get(), e));
     for (int i = 0; i < 200; ++i) {
       const auto v = std::to_string(i);
