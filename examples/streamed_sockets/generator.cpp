@@ -26,8 +26,10 @@ int generator(const config& c) {
   std::uint64_t sent = 0;
   // real_sent: written by the main thread; real_got: by the answers thread. closed: set
   // by the main thread once everything was sent and the connection shut down.
+  // answers_ended: set by the answers thread when the processor closed the answer
+  // connection, which it does once its own input ended.
   std::atomic<std::uint64_t> real_sent{0}, real_got{0};
-  std::atomic<bool> closed{false};
+  std::atomic<bool> closed{false}, answers_ended{false};
   // Round trip of the real requests, ns (served on --metrics-port while it runs); its
   // cell's one writer is the answers thread.
   auto& m = *c.metrics;
@@ -44,12 +46,20 @@ int generator(const config& c) {
   auto& sent_total = m.cell(m.add_counter("rill_generator_records_sent_total", "records sent"), 0);
   std::vector<std::byte> chunk;  // records built in place, handed to the sink at once
   auto t0 = clk::now();  // reset when both connections are up (start_when_connected)
+  auto sent_at = t0;     // when the last record was handed to the kernel (the close)
   auto next_real = t0;
   bool closing = false;
   asio::steady_timer tick{io}, deadline{io};
 
-  // Both loops end when the last answer is in after the close (or at the deadline).
-  auto all_answered = [&] { return closed.load() && real_got.load() == real_sent.load(); };
+  // Both loops end when the last answer is in after the close and the processor closed
+  // the answer connection (or at the deadline). Leaving before that close would look to
+  // the processor like a lost connection while records may still be on their way to it:
+  // it would hold its input for the reconnect, and the chain would never end. A run in
+  // which no answer connection ever came does not wait for it.
+  auto all_answered = [&] {
+    return closed.load() && real_got.load() == real_sent.load() &&
+           (answers_ended.load() || back.stats().connections.load() == 0);
+  };
   auto stop_both = [&] {
     io.stop();
     answers_io.stop();
@@ -65,9 +75,14 @@ int generator(const config& c) {
     if (all_answered()) stop_both();
     return true;
   });
+  back.on_eof([&] {
+    answers_ended = true;
+    if (all_answered()) stop_both();
+  });
   auto finish = [&] {
     closing = true;
     out.close([&] {
+      sent_at = clk::now();
       closed = true;
       // An answer that came in before `closed` was set found it false: look again there.
       asio::post(answers_io, [&] {
@@ -148,7 +163,7 @@ int generator(const config& c) {
   io.run();
   answers_io.stop();  // io ran out of work without a stop_both(): end the answers loop too
   answers.join();
-  const double el = std::chrono::duration<double>(clk::now() - t0).count();
+  const double el = std::chrono::duration<double>((closed ? sent_at : clk::now()) - t0).count();
   auto pct = [&](double p) { return double(lat.quantile(p / 100)) / 1e6; };  // within 3.1%
   std::printf(
       "generator: sent %llu records (%.3f GB) in %.2f s = %.3f GB/s offered; real requests %llu, "

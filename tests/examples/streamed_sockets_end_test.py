@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""streamed_sockets: the chain ends when the generator's answers are in before the
+processor has read its whole input.
+
+   generator --out--> this test (holds the stream) --> processor --out--> this test (drain)
+        ^                                                  |
+        +------------------ answers (--back) --------------+
+
+The generator sends 8 MiB at full speed with one real request (--real-rate 1: only the
+first record is real), then closes. This test reads all of it, hands the processor the
+hello and the real request only, and waits until the generator has exited or 2 s passed.
+Then it sends the rest in two parts 0.3 s apart and closes. The drain reads 64 KiB every
+2 ms, so the processor's output backs up and it pauses its input now and then (the pause
+is when its loop sees the answer connection's state).
+
+The processor has its answer by then. A generator that left at that point made the
+processor see its answer connection lost while input was still coming. The processor held
+that input for a reconnect that never came, and neither it nor the chain behind it ever
+ended. Expected, from the roles' contract (the generator ends after the processor closed
+the answer connection):
+  - both exit 0 within 20 s of the last byte;
+  - the generator reports 1 real request, answered;
+  - the drain receives the processor's hello and every record, unchanged;
+  - the generator was still running when the 2 s wait ended.
+
+usage: streamed_sockets_end_test.py STREAMED_SOCKETS
+"""
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+RECORD = 32
+HELLO = 16  # rill::tcp_hello: "RILLSEQ1" + first sequence number
+RECORDS = 262144
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listener():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    s.settimeout(20)
+    return s, s.getsockname()[1]
+
+
+def read_all(conn):
+    chunks = []
+    while True:
+        b = conn.recv(1 << 20)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def main():
+    binary = sys.argv[1]
+    failures = []
+
+    def check(ok, what):
+        if not ok:
+            failures.append(what)
+            print("FAIL:", what, file=sys.stderr)
+
+    into_test, into_port = listener()   # the generator's --out
+    drain, drain_port = listener()      # the processor's --out
+    processor_in, generator_back = free_port(), free_port()
+    drained = {}
+
+    def drain_all():  # slowly: the processor's output backs up, so it pauses its input
+        conn, _ = drain.accept()
+        conn.settimeout(60)
+        chunks = []
+        while b := conn.recv(64 << 10):
+            chunks.append(b)
+            time.sleep(0.002)
+        drained["bytes"] = b"".join(chunks)
+        conn.close()
+
+    drainer = threading.Thread(target=drain_all, daemon=True)
+    drainer.start()
+    processor = subprocess.Popen(
+        [binary, "--role", "processor", "--in", f"listen:127.0.0.1:{processor_in}",
+         "--out", f"connect:127.0.0.1:{drain_port}",
+         "--back", f"connect:127.0.0.1:{generator_back}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    generator = subprocess.Popen(
+        [binary, "--role", "generator", "--out", f"connect:127.0.0.1:{into_port}",
+         "--back", f"listen:127.0.0.1:{generator_back}", "--bytes", str(RECORDS * RECORD),
+         "--rate", "0", "--real-rate", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        conn, _ = into_test.accept()
+        conn.settimeout(60)
+        stream = read_all(conn)  # the generator closes once everything is sent
+        conn.close()
+        check(len(stream) == HELLO + RECORDS * RECORD,
+              f"the generator sent {len(stream)} bytes, expected {HELLO + RECORDS * RECORD}")
+        real = [i for i in range(RECORDS) if stream[HELLO + i * RECORD + 8] == 1]
+        check(real == [0], f"real requests at records {real[:5]}, expected only record 0")
+        head = HELLO + RECORD  # the hello and the real request
+        out = socket.create_connection(("127.0.0.1", processor_in), timeout=20)
+        out.sendall(stream[:head])
+        try:
+            generator.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        check(generator.poll() is None,
+              "the generator exited before the processor closed the answer connection")
+        half = head + (len(stream) - head) // 2 // RECORD * RECORD
+        out.sendall(stream[head:half])
+        time.sleep(0.3)
+        out.sendall(stream[half:])
+        out.shutdown(socket.SHUT_WR)
+        try:
+            p_rc = processor.wait(timeout=20)
+            g_rc = generator.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            check(False, "a role did not end within 20 s of the last byte "
+                  f"(processor {processor.poll()}, generator {generator.poll()})")
+            p_rc, g_rc = processor.poll(), generator.poll()
+        out.close()
+        check(p_rc == 0, f"processor exit status {p_rc}")
+        check(g_rc == 0, f"generator exit status {g_rc}")
+        drainer.join(timeout=20)
+        got = drained.get("bytes", b"")
+        check(got[HELLO:] == stream[HELLO:],
+              f"the drain got {len(got)} bytes, not the processor's hello and every record")
+        check(got[:8] == b"RILLSEQ1", "the drain's stream does not start with a hello")
+    finally:
+        for p in (processor, generator):
+            if p.poll() is None:
+                p.kill()
+            o, e = p.communicate()
+            print(f"--- {p.args[2]} (exit {p.returncode})\n{o}{e}", file=sys.stderr)
+            if p is generator:
+                check("real requests 1, answered 1" in o, "the generator's answer line: " + o)
+    if failures:
+        sys.exit(1)
+    print("ok: the chain ended; every record reached the drain")
+
+
+if __name__ == "__main__":
+    main()
