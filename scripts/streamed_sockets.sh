@@ -53,10 +53,13 @@ whole --bytes "$bytes" 32 $((1 << 50))
 [ $((10#$bytes % 32)) = 0 ] || usage "--bytes must be a multiple of 32 (the record size), got '$bytes'"
 [[ $rate =~ $num ]] && awk "BEGIN { exit !($rate <= 1000) }" \
   || usage "--rate must be a number of GB/s in 0..1000 (0 = as fast as possible), got '$rate'"
-[[ $real =~ $num ]] && awk "BEGIN { exit !($real > 0 && $real <= 1000000) }" \
-  || usage "--real-rate must be a number > 0 and <= 1000000, got '$real'"
+[[ $real =~ $num ]] && awk "BEGIN { exit !($real >= 0.001 && $real <= 1000000) }" \
+  || usage "--real-rate must be a number in 0.001..1000000, got '$real'"
 [ ${#tick[@]} = 0 ] || whole --tick "${tick[1]}" 1 1000000000
 whole --base-port "$base" 1 65530
+# Checked before any role starts (the generator would find out only after the others).
+[ ${#lat_out[@]} = 0 ] || { : >>"${lat_out[1]}"; } 2>/dev/null \
+  || usage "--latency-out ${lat_out[1]}: cannot write that file"
 if [ -z "$bin" ]; then
   for b in "$root"/build*/examples/streamed_sockets/streamed_sockets; do [ -x "$b" ] && bin=$b && break; done
 fi

@@ -89,9 +89,17 @@ int generator(const config& c) {
         if (all_answered()) stop_both();
       });
     });
-    deadline.expires_after(30s);  // bound the wait for the last responses
+    deadline.expires_after(c.stall_timeout);  // bound the wait for the last responses
     deadline.async_wait([&](auto ec) {
-      if (!ec) stop_both();
+      if (ec) return;
+      std::fprintf(stderr,
+                   "generator: %lld s after the last record, %llu of %llu real requests are "
+                   "unanswered and the processor has %s the answer connection: stopping\n",
+                   (long long)c.stall_timeout.count(),
+                   (unsigned long long)(real_sent.load() - real_got.load()),
+                   (unsigned long long)real_sent.load(),
+                   answers_ended.load() ? "closed" : "not closed");
+      stop_both();
     });
   };
   // Writes what is due now: fake records up to rate * elapsed (all of them when rate = 0),
@@ -133,22 +141,56 @@ int generator(const config& c) {
     });
   };
   out.on_writable([&] { asio::post(io, [&] { pump(); }); });
+  // While records are still to go: a run in which the indexer takes none for
+  // stall_timeout (it is gone, stopped, or never came) ends instead of waiting forever.
+  // Progress = records the kernel took (the sink's records_sent), checked once a second.
+  bool stalled = false;
+  asio::steady_timer watchdog{io};
+  std::uint64_t taken = 0;
+  auto taken_at = clk::now();
+  std::function<void()> watch = [&] {
+    watchdog.expires_after(1s);
+    watchdog.async_wait([&](auto ec) {
+      if (ec || closing) return;
+      const std::uint64_t now_taken = out.stats().records_sent.load();
+      if (now_taken != taken) {
+        taken = now_taken;
+        taken_at = clk::now();
+      } else if (clk::now() - taken_at >= c.stall_timeout) {
+        std::fprintf(stderr,
+                     "generator: no record left for %lld s (%llu of %llu sent; the indexer "
+                     "does not read): stopping\n",
+                     (long long)c.stall_timeout.count(), (unsigned long long)now_taken,
+                     (unsigned long long)total);
+        stalled = true;
+        return stop_both();
+      }
+      watch();
+    });
+  };
   // The clock starts once the records can flow and the answers can come back, as in
   // bench/tcp_chain_baseline, whose generator starts after the whole chain has connected:
   // a request stamped before would measure the connection set-up (sinks retry with a
   // backoff of 10 ms and more), and the rate would owe a burst for the time it waited.
   // After connect_wait it starts anyway (a peer that never comes must not hang the run:
-  // the records wait in the sink, and unanswered requests make the exit status 1).
+  // the records wait in the sink until the watchdog below gives up, and unanswered
+  // requests make the exit status 1).
   constexpr auto connect_wait = 10s;
   asio::steady_timer start{io};
   const auto waiting_since = clk::now();
   std::function<void()> start_when_connected = [&] {
     const bool up = out.connected() && back.stats().connections.load() > 0;
     if (up || clk::now() - waiting_since >= connect_wait) {
-      if (!up)
-        std::fprintf(stderr, "generator: not connected after %lld s (indexer and processor): "
-                     "starting anyway\n", (long long)connect_wait.count());
-      t0 = next_real = clk::now();
+      if (!up) {
+        const bool indexer = out.connected(), processor = back.stats().connections.load() > 0;
+        std::fprintf(stderr, "generator: not connected after %lld s (%s): starting anyway\n",
+                     (long long)connect_wait.count(),
+                     !indexer && !processor ? "no indexer, no processor's answers"
+                     : !indexer             ? "no indexer"
+                                            : "no processor's answers");
+      }
+      t0 = next_real = taken_at = clk::now();
+      watch();
       return pump();
     }
     start.expires_after(1ms);
@@ -182,7 +224,7 @@ int generator(const config& c) {
       return 1;
     }
   }
-  return real_got.load() == real_sent.load() ? 0 : 1;
+  return !stalled && real_got.load() == real_sent.load() ? 0 : 1;
 }
 
 }  // namespace streamed_sockets

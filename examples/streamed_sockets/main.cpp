@@ -59,8 +59,9 @@ int main(int argc, char** argv) {
   app.add_option("--rate", c.rate_gbps,
                  "generator: fake traffic target in GB/s (0 = as fast as possible)")
       ->check(rill_examples::number_in(0, 1000, false, "0 = as fast as possible"));
+  // At least one per 1000 s: the period in ns stays far inside 64 bits.
   app.add_option("--real-rate", c.real_per_s, "generator: real requests per second")
-      ->check(rill_examples::number_in(0, 1e6, true));
+      ->check(rill_examples::number_in(0.001, 1e6, false));
   app.add_option("--latency-out", c.latency_out,
                  "generator: write every real request's round trip (ns, one per line) to this file "
                  "at the end");
@@ -68,6 +69,11 @@ int main(int argc, char** argv) {
                  "generator, paced (--rate > 0): microseconds between two writes (larger = "
                  "fewer, bigger writes at every hop)")
       ->check(rill_examples::whole_number(1, 1'000'000'000));
+  std::int64_t stall_s = c.stall_timeout.count();
+  app.add_option("--stall-timeout", stall_s,
+                 "generator: seconds without a record leaving (or, after the last one, without "
+                 "the missing answers) before the run ends with exit status 1")
+      ->check(rill_examples::whole_number(1, 86400));
   app.add_option("--segment-records", c.segment_records, "records per segment file")
       ->check(rill_examples::whole_number(1, std::int64_t{1} << 40));
   app.add_option("--buffer", c.buffer_bytes,
@@ -103,6 +109,7 @@ int main(int argc, char** argv) {
       !need(!(gen || c.role == "processor") || !c.back.empty(), "--back ENDPOINT"))
     return 2;
   c.tick = std::chrono::microseconds{tick_us};
+  c.stall_timeout = std::chrono::seconds{stall_s};
   try {
     // The role table: --role NAME -> the function that runs it.
     const std::map<std::string, std::function<int(const config&)>> roles = {

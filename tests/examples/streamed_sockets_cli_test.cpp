@@ -29,6 +29,9 @@ TEST(streamed_sockets_cli, numbers_out_of_range_name_the_option_and_the_value) {
   expect_usage_error(gen + " --tick 99999999999999999999",
                      {"--tick", "99999999999999999999", "out of range"});
   expect_usage_error(gen + " --real-rate 1e400", {"--real-rate", "1e400", "out of range"});
+  // Below one request per 1000 s the period would not fit in 64-bit nanoseconds.
+  expect_usage_error(gen + " --real-rate 1e-10", {"--real-rate", "1e-10", ">= 0.001"});
+  expect_usage_error(gen + " --stall-timeout 0", {"--stall-timeout", "must be >= 1", "got 0"});
   expect_usage_error(sockets + " --role indexer --in listen:127.0.0.1:0 --buffer -1",
                      {"--buffer: must be >= 1, got -1"});
   expect_usage_error(sockets + " --role generator", {"--role generator needs --out"});
@@ -48,6 +51,11 @@ TEST(streamed_sockets_cli, script_rejects_huge_numbers_without_shell_errors) {
                      {"--bytes", "multiple of 32", "'33'"});
   expect_usage_error(sockets_script + " --real-rate 99999999999999999999 --bin /bin/false",
                      {"--real-rate", "99999999999999999999"});
+  expect_usage_error(sockets_script + " --real-rate 0.0001 --bin /bin/false",
+                     {"--real-rate", "0.001..1000000", "'0.0001'"});
+  // Checked before any role starts (the generator itself would find out after the others).
+  expect_usage_error(sockets_script + " --latency-out /proc/no/such/file --bin /bin/false",
+                     {"--latency-out /proc/no/such/file", "cannot write"});
   expect_usage_error(sockets_script + " --bogus", {"unknown argument --bogus"});
   expect_usage_error(sockets_script + " --bytes", {"--bytes needs a value"});
 }

@@ -1,27 +1,40 @@
 #!/usr/bin/env python3
-"""streamed_sockets: the chain ends when the generator's answers are in before the
-processor has read its whole input.
+"""streamed_sockets: how a generator's run ends.
+
+1. The chain ends when the generator's answers are in before the processor has read its
+   whole input.
 
    generator --out--> this test (holds the stream) --> processor --out--> this test (drain)
         ^                                                  |
         +------------------ answers (--back) --------------+
 
-The generator sends 8 MiB at full speed with one real request (--real-rate 1: only the
-first record is real), then closes. This test reads all of it, hands the processor the
-hello and the real request only, and waits until the generator has exited or 2 s passed.
-Then it sends the rest in two parts 0.3 s apart and closes. The drain reads 64 KiB every
-2 ms, so the processor's output backs up and it pauses its input now and then (the pause
-is when its loop sees the answer connection's state).
+   The generator sends 8 MiB at full speed with one real request (--real-rate 1: only
+   the first record is real), then closes. This test reads all of it, hands the processor
+   the hello and the real request only, and waits until the generator has exited or 2 s
+   passed. Then it sends the rest in two parts 0.3 s apart and closes. The drain reads
+   64 KiB every 2 ms, so the processor's output backs up and it pauses its input now and
+   then (the pause is when its loop sees the answer connection's state).
 
-The processor has its answer by then. A generator that left at that point made the
-processor see its answer connection lost while input was still coming. The processor held
-that input for a reconnect that never came, and neither it nor the chain behind it ever
-ended. Expected, from the roles' contract (the generator ends after the processor closed
-the answer connection):
-  - both exit 0 within 20 s of the last byte;
-  - the generator reports 1 real request, answered;
-  - the drain receives the processor's hello and every record, unchanged;
-  - the generator was still running when the 2 s wait ended.
+   The processor has its answer by then. A generator that left at that point made the
+   processor see its answer connection lost while input was still coming. The processor
+   held that input for a reconnect that never came, and neither it nor the chain behind it
+   ever ended. Expected, from the roles' contract (the generator ends after the processor
+   closed the answer connection):
+     - both exit 0 within 20 s of the last byte;
+     - the generator reports 1 real request, answered;
+     - the drain receives the processor's hello and every record, unchanged;
+     - the generator was still running when the 2 s wait ended.
+
+2. A chain that does not read: the generator's output goes to a socket this test never
+   reads, its answer connection is this test's. With --stall-timeout 1 and 64 MiB (far
+   more than the socket buffers hold) it ends within 10 s with exit status 1, saying that
+   no record left for 1 s, and how many did.
+
+3. Answers that never come: this test reads the whole output (8 MiB, one real request)
+   and keeps the answer connection open without answering. With --stall-timeout 1 the
+   generator ends within 10 s of its last record with exit status 1, saying that 1 of 1
+   real requests is unanswered and that the processor has not closed the answer
+   connection.
 
 usage: streamed_sockets_end_test.py STREAMED_SOCKETS
 """
@@ -60,14 +73,83 @@ def read_all(conn):
         chunks.append(b)
 
 
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def connect_retrying(port, seconds=10):
+    end = time.monotonic() + seconds
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=20)
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.02)
+
+
+def generator_alone(binary, out_port, back_port, nbytes, extra):
+    return subprocess.Popen(
+        [binary, "--role", "generator", "--out", f"connect:127.0.0.1:{out_port}",
+         "--back", f"listen:127.0.0.1:{back_port}", "--bytes", str(nbytes), "--rate", "0"]
+        + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def ends_within(p, seconds, name):
+    try:
+        p.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    out, err = p.communicate()
+    print(f"--- {name} (exit {p.returncode})\n{out}{err}", file=sys.stderr)
+    return p.returncode, out, err
+
+
+def chain_that_does_not_read(binary):
+    sink, sink_port = listener()  # never accepted, never read
+    back = free_port()
+    g = generator_alone(binary, sink_port, back, 64 << 20, ["--stall-timeout", "1"])
+    answers = connect_retrying(back)  # so that the generator starts at once
+    rc, out, err = ends_within(g, 10, "generator, chain not reading")
+    answers.close()
+    sink.close()
+    check(rc == 1, f"stalled generator: exit status {rc}, expected 1")
+    check("generator: no record left for 1 s (" in err and "the indexer does not read" in err,
+          "stalled generator: no message naming the stall")
+
+
+def answers_that_never_come(binary):
+    into_test, into_port = listener()
+    back = free_port()
+    g = generator_alone(binary, into_port, back, RECORDS * RECORD,
+                        ["--real-rate", "1", "--stall-timeout", "1"])
+    answers = connect_retrying(back)
+    conn, _ = into_test.accept()
+    conn.settimeout(60)
+    stream = read_all(conn)
+    sent_all = time.monotonic()
+    rc, out, err = ends_within(g, 10, "generator, no answers")
+    waited = time.monotonic() - sent_all
+    conn.close()
+    answers.close()
+    into_test.close()
+    check(len(stream) == HELLO + RECORDS * RECORD, f"no-answers run sent {len(stream)} bytes")
+    check(rc == 1, f"unanswered generator: exit status {rc}, expected 1")
+    check("1 of 1 real requests are unanswered and the processor has not closed the answer "
+          "connection" in err, "unanswered generator: no message naming what is missing")
+    check("real requests 1, answered 0" in out, "unanswered generator's answer line: " + out)
+    check(waited < 10, f"unanswered generator took {waited:.1f} s after its last record")
+
+
 def main():
     binary = sys.argv[1]
-    failures = []
-
-    def check(ok, what):
-        if not ok:
-            failures.append(what)
-            print("FAIL:", what, file=sys.stderr)
+    chain_that_does_not_read(binary)
+    answers_that_never_come(binary)
 
     into_test, into_port = listener()   # the generator's --out
     drain, drain_port = listener()      # the processor's --out
@@ -144,7 +226,8 @@ def main():
                 check("real requests 1, answered 1" in o, "the generator's answer line: " + o)
     if failures:
         sys.exit(1)
-    print("ok: the chain ended; every record reached the drain")
+    print("ok: the chain ended, every record reached the drain; a stalled and an unanswered "
+          "run each ended with exit status 1 and a message")
 
 
 if __name__ == "__main__":
