@@ -143,7 +143,8 @@ int generator(const config& c) {
   out.on_writable([&] { asio::post(io, [&] { pump(); }); });
   // While records are still to go: a run in which the indexer takes none for
   // stall_timeout (it is gone, stopped, or never came) ends instead of waiting forever.
-  // Progress = records the kernel took (the sink's records_sent), checked once a second.
+  // Checked once a second. Progress = records the kernel took (the sink's records_sent);
+  // a sink with nothing waiting (a slow --rate) is not stalled.
   bool stalled = false;
   asio::steady_timer watchdog{io};
   std::uint64_t taken = 0;
@@ -153,7 +154,7 @@ int generator(const config& c) {
     watchdog.async_wait([&](auto ec) {
       if (ec || closing) return;
       const std::uint64_t now_taken = out.stats().records_sent.load();
-      if (now_taken != taken) {
+      if (now_taken != taken || out.buffered_bytes() == 0) {
         taken = now_taken;
         taken_at = clk::now();
       } else if (clk::now() - taken_at >= c.stall_timeout) {

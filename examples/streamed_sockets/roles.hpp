@@ -41,9 +41,9 @@ struct config {
   double rate_gbps = 0;      // generator: fake traffic target, GB/s; 0 = as fast as possible
   double real_per_s = 1000;  // generator: real requests per second
   std::chrono::microseconds tick{250};  // generator, paced: time between two writes
-  // generator: a run in which no record leaves for this long (the chain does not read)
-  // ends with exit status 1, as does one whose answers are still missing this long after
-  // the last record left.
+  // generator: a run in which records wait and none leaves for this long (the chain does
+  // not read) ends with exit status 1, as does one whose answers are still missing this
+  // long after the last record left.
   std::chrono::seconds stall_timeout{30};
   // generator: if set, every real request's round trip in ns, one per line in answer order,
   // is written here at the end (8 bytes held per request until then: 1000/s for 10 s is

@@ -36,6 +36,9 @@
    real requests is unanswered and that the processor has not closed the answer
    connection.
 
+4. A slow rate is not a stall: 3 records at 10 B/s (one every 3.2 s) with --stall-timeout
+   1, read and answered by this test: exit status 0 after about 6.4 s.
+
 usage: streamed_sockets_end_test.py STREAMED_SOCKETS
 """
 import socket
@@ -93,10 +96,10 @@ def connect_retrying(port, seconds=10):
             time.sleep(0.02)
 
 
-def generator_alone(binary, out_port, back_port, nbytes, extra):
+def generator_alone(binary, out_port, back_port, nbytes, extra, rate="0"):
     return subprocess.Popen(
         [binary, "--role", "generator", "--out", f"connect:127.0.0.1:{out_port}",
-         "--back", f"listen:127.0.0.1:{back_port}", "--bytes", str(nbytes), "--rate", "0"]
+         "--back", f"listen:127.0.0.1:{back_port}", "--bytes", str(nbytes), "--rate", rate]
         + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -146,10 +149,41 @@ def answers_that_never_come(binary):
     check(waited < 10, f"unanswered generator took {waited:.1f} s after its last record")
 
 
+def slow_rate_is_not_a_stall(binary):
+    into_test, into_port = listener()
+    back = free_port()
+    start = time.monotonic()
+    g = generator_alone(binary, into_port, back, 3 * RECORD,
+                        ["--real-rate", "1", "--stall-timeout", "1"], rate="0.00000001")
+    answers = connect_retrying(back)
+    answers.sendall(b"RILLSEQ1" + (0).to_bytes(8, "little"))  # the hello of a rill sink
+    conn, _ = into_test.accept()
+    conn.settimeout(60)
+    stream = read_all(conn)
+    conn.close()
+    try:
+        for i in range((len(stream) - HELLO) // RECORD):  # answer the real requests, then end
+            r = stream[HELLO + i * RECORD:HELLO + (i + 1) * RECORD]
+            if r[8] == 1:
+                answers.sendall(r)
+        answers.shutdown(socket.SHUT_WR)
+    except OSError as e:
+        check(False, f"slow-rate generator closed its answer connection early: {e}")
+    rc, out, err = ends_within(g, 30, "generator, slow rate")
+    took = time.monotonic() - start
+    answers.close()
+    into_test.close()
+    check(len(stream) == HELLO + 3 * RECORD, f"slow-rate run sent {len(stream)} bytes")
+    check(rc == 0, f"slow-rate generator: exit status {rc}, expected 0")
+    check("no record left" not in err, "slow-rate generator taken for a stall")
+    check(took >= 5, f"slow-rate run took {took:.1f} s, expected >= 5 (3 records at 10 B/s)")
+
+
 def main():
     binary = sys.argv[1]
     chain_that_does_not_read(binary)
     answers_that_never_come(binary)
+    slow_rate_is_not_a_stall(binary)
 
     into_test, into_port = listener()   # the generator's --out
     drain, drain_port = listener()      # the processor's --out
@@ -227,7 +261,7 @@ def main():
     if failures:
         sys.exit(1)
     print("ok: the chain ended, every record reached the drain; a stalled and an unanswered "
-          "run each ended with exit status 1 and a message")
+          "run each ended with exit status 1 and a message; a slow rate ran to its end")
 
 
 if __name__ == "__main__":
