@@ -506,7 +506,10 @@ TEST(tcp, receive_low_water_mark_over_1_gib_is_a_config_error) {
 TEST(tcp, block_in_read_delivers_on_the_loop_thread_and_a_pause_holds_the_sender) {
   loop sender, receiver;
   waiter w;
-  const std::uint64_t total = 1000000;  // 8 MB: more than the socket buffers hold
+  // 8 MB: more than the socket buffers hold. Both are set (256 KiB asked, so 512 KiB
+  // each): with autotuning a paused receiver's buffer may grow up to tcp_rmem's maximum
+  // (32 MiB on the test machine), and the sender would then never be held.
+  const std::uint64_t total = 1000000;
   const std::size_t cap = 64 << 10;
   std::uint64_t got = 0, next = 0, deliveries = 0;
   bool bad_order = false, off_thread = false;
@@ -521,7 +524,8 @@ TEST(tcp, block_in_read_delivers_on_the_loop_thread_and_a_pause_holds_the_sender
         sender.io,
         rill::tcp_sink_options{.endpoint = rill::tcp_endpoint::listen("127.0.0.1", 0),
                                .framing = rill::framing::fixed(8),
-                               .buffer_bytes = cap});
+                               .buffer_bytes = cap,
+                               .send_buffer_bytes = 256 << 10});
     sink->on_writable([&] { pump(); });
     sink->start();
     pump();
@@ -534,6 +538,7 @@ TEST(tcp, block_in_read_delivers_on_the_loop_thread_and_a_pause_holds_the_sender
         rill::tcp_source_options{.endpoint = rill::tcp_endpoint::connect("127.0.0.1", port),
                                  .framing = rill::framing::fixed(8),
                                  .read_bytes = 4096,
+                                 .receive_buffer_bytes = 256 << 10,
                                  .block_in_read = true});
     rx->on_records([&](std::uint64_t first, std::span<const std::span<const std::byte>> recs) {
       w.update([&] {
@@ -558,7 +563,14 @@ TEST(tcp, block_in_read_delivers_on_the_loop_thread_and_a_pause_holds_the_sender
     stuck = sender.call([&] { return !sink->writable() && written < total; });
     if (!stuck) std::this_thread::sleep_for(1ms);
   }
-  ASSERT_TRUE(stuck);
+  ASSERT_TRUE(stuck) << "written " << sender.call([&] { return written; }) << " of " << total
+                     << ", sink buffered " << sender.call([&] { return sink->buffered_bytes(); })
+                     << " bytes, receiver connections "
+                     << receiver.call([&] { return rx->stats().connections.load(); })
+                     << ", records delivered " << receiver.call([&] {
+                          std::lock_guard lk(w.mu);
+                          return got;
+                        });
   // The receiver's loop is free (this handler runs) and nothing was delivered since.
   EXPECT_EQ(receiver.call([&] {
               std::lock_guard lk(w.mu);
