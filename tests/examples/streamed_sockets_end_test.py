@@ -179,12 +179,7 @@ def slow_rate_is_not_a_stall(binary):
     check(took >= 5, f"slow-rate run took {took:.1f} s, expected >= 5 (3 records at 10 B/s)")
 
 
-def main():
-    binary = sys.argv[1]
-    chain_that_does_not_read(binary)
-    answers_that_never_come(binary)
-    slow_rate_is_not_a_stall(binary)
-
+def held_input_after_the_answer(binary):
     into_test, into_port = listener()   # the generator's --out
     drain, drain_port = listener()      # the processor's --out
     processor_in, generator_back = free_port(), free_port()
@@ -207,11 +202,8 @@ def main():
          "--out", f"connect:127.0.0.1:{drain_port}",
          "--back", f"connect:127.0.0.1:{generator_back}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    generator = subprocess.Popen(
-        [binary, "--role", "generator", "--out", f"connect:127.0.0.1:{into_port}",
-         "--back", f"listen:127.0.0.1:{generator_back}", "--bytes", str(RECORDS * RECORD),
-         "--rate", "0", "--real-rate", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    generator = generator_alone(binary, into_port, generator_back, RECORDS * RECORD,
+                                ["--real-rate", "1"])
     try:
         conn, _ = into_test.accept()
         conn.settimeout(60)
@@ -258,6 +250,14 @@ def main():
             print(f"--- {p.args[2]} (exit {p.returncode})\n{o}{e}", file=sys.stderr)
             if p is generator:
                 check("real requests 1, answered 1" in o, "the generator's answer line: " + o)
+
+
+def main():
+    binary = sys.argv[1]
+    held_input_after_the_answer(binary)
+    chain_that_does_not_read(binary)
+    answers_that_never_come(binary)
+    slow_rate_is_not_a_stall(binary)
     if failures:
         sys.exit(1)
     print("ok: the chain ended, every record reached the drain; a stalled and an unanswered "
